@@ -1,0 +1,28 @@
+"""ComfyUI adapters of the SeedReuse pack: node classes, the prompt lifecycle hook, routes."""
+from __future__ import annotations
+
+from comfy_api.latest import ComfyExtension
+
+from . import adapters, transactions
+from .encode_nodes import ENCODE_NODES
+from .prefix_merge import PREFIX_MERGE_NODES
+from .segment_loop import SEGMENT_LOOP_NODES
+from .session_node import SeedReuseSession
+
+NODES = [SeedReuseSession, *ENCODE_NODES, *SEGMENT_LOOP_NODES, *PREFIX_MERGE_NODES]
+
+
+class SeedReuseExtension(ComfyExtension):
+    async def get_node_list(self):
+        return list(NODES)
+
+
+async def comfy_entrypoint() -> ComfyExtension:
+    transactions.install()
+    adapters.register_all()
+    try:
+        from . import routes
+        routes.register()
+    except Exception as e:  # routes are feedback only; nodes still work without them
+        transactions.log.error("seedreuse: HTTP routes not registered: %s", e)
+    return SeedReuseExtension()

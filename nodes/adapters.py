@@ -1,0 +1,35 @@
+"""Serializer adapters for host classes that appear inside encoder outputs.
+
+The backend never imports ComfyUI, and never builds a class named by a file: only the
+classes registered here can be restored from a cache.
+"""
+from __future__ import annotations
+
+from ..reuse_backend import serialize
+
+
+def _attribute_bag(cls, name: str) -> None:
+    """Store every instance attribute (values are checked by the serializer itself)."""
+    def to_fields(obj):
+        return dict(vars(obj))
+
+    def from_fields(fields):
+        obj = cls.__new__(cls)
+        for k, v in fields.items():
+            if not isinstance(k, str) or not k.isidentifier():
+                raise ValueError(f"invalid attribute name {k!r}")
+            setattr(obj, k, v)
+        return obj
+
+    serialize.register_adapter(cls, name, to_fields, from_fields)
+
+
+def register_all() -> list[str]:
+    names = []
+    try:
+        import comfy.clip_vision
+        _attribute_bag(comfy.clip_vision.Output, "comfy.clip_vision.Output")
+        names.append("comfy.clip_vision.Output")
+    except Exception:  # a host without CLIP vision support simply has nothing to register
+        pass
+    return names

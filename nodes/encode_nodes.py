@@ -1,0 +1,145 @@
+"""Encode or Reuse: restore an encoder output from the shared cache, or encode and stage it.
+
+The ``value`` input is lazy. On a compatible committed cache the node never requests it,
+so the encoder and any loader that only feeds it never execute, on any worker. Otherwise
+it requests the value and stages it into the prompt's transaction (published only if the
+whole prompt succeeds).
+"""
+from __future__ import annotations
+
+import time
+
+from comfy_api.latest import io
+
+from ..reuse_backend import roots
+from ..reuse_backend.errors import InvalidRequestError, ReuseError
+from ..reuse_backend.slots import decide_slot
+from . import host, transactions
+from .graph_view import GraphView, slot_key
+from .session_node import SessionType
+
+# (node id suffix, display, io type class, type name for docs)
+VARIANTS = [
+    ("Conditioning", "Conditioning", io.Conditioning, "text (or multimodal) encoder output"),
+    ("ClipVision", "CLIP Vision Output", io.ClipVisionOutput, "CLIP vision encoder output"),
+    ("Latent", "Latent", io.Latent, "VAE-encoded reference latent"),
+    ("AudioFeatures", "Audio Encoder Output", io.AudioEncoderOutput, "audio-encoder (wav2vec2) output"),
+    ("Image", "Image", io.Image, "preprocessed image"),
+    ("Audio", "Audio", io.Audio, "audio waveform"),
+]
+IO_TYPE_BY_NODE_ID: dict[str, str] = {}
+
+
+class _EncodeOrReuse(io.ComfyNode):
+    IO = io.Conditioning
+    SUFFIX = ""
+    DISPLAY = ""
+    WHAT = ""
+
+    @classmethod
+    def define_schema(cls):
+        return io.Schema(
+            node_id=f"SeedReuseEncode{cls.SUFFIX}",
+            display_name=f"Encode or Reuse ({cls.DISPLAY})",
+            category="SeedReuse/encoder reuse",
+            description=f"Restores the {cls.WHAT} from the shared cache when its inputs are unchanged, "
+                        "so the encoder and its loader never run; otherwise encodes and caches it.",
+            inputs=[
+                SessionType.Input("session", tooltip="The SeedReuse Session of this workflow."),
+                io.String.Input("slot", default="positive",
+                                tooltip="Name of this value in the cache (unique per workflow), e.g. positive, "
+                                        "negative, clip_vision, reference_latent, audio_features."),
+                cls.IO.Input("value", lazy=True,
+                             tooltip=f"The {cls.WHAT}. Evaluated only when the cache cannot serve it."),
+            ],
+            outputs=[
+                cls.IO.Output("value", tooltip=f"The {cls.WHAT}, restored or freshly encoded."),
+                io.String.Output("status", tooltip="reused / encoded, why, and the time saved."),
+            ],
+            hidden=[io.Hidden.unique_id, io.Hidden.prompt, io.Hidden.dynprompt],
+        )
+
+    @classmethod
+    def validate_inputs(cls, slot=None, **kw):
+        if slot is not None:
+            try:
+                roots.validate_slot_name(slot)
+            except ReuseError as e:
+                return str(e)
+        return True
+
+    @classmethod
+    def fingerprint_inputs(cls, slot=None, **kw):
+        # Re-execute after any transaction in this process ended, so each prompt that runs a
+        # transaction sees the node stage or carry its slot; between all-hit runs ComfyUI's
+        # own in-memory cache may serve the node (the committed slot is still current).
+        return (slot, transactions.global_epoch())
+
+    @classmethod
+    def _decision(cls, session, slot):
+        ctx = transactions.current()
+        uid = cls.hidden.unique_id
+        d = ctx.decisions.get(uid)
+        if d is None:
+            st = ctx.transaction(session.root, session.name)
+            view = GraphView(cls.hidden.prompt, cls.hidden.dynprompt)
+            key = slot_key(view, uid, cls.IO.io_type)
+            d = decide_slot(st.tx.base, cache_name=session.name, slot=slot, key=key, mode=session.mode)
+            ctx.decisions[uid] = d
+            if d.action == "encode":
+                ctx.notes[uid] = time.perf_counter()
+        return ctx, d
+
+    @classmethod
+    def check_lazy_status(cls, session=None, slot=None, value=None):
+        if session is None:
+            return ["session"]
+        _, d = cls._decision(session, slot)
+        return ["value"] if d.action == "encode" and value is None else []
+
+    @classmethod
+    def execute(cls, session, slot, value=None):
+        ctx, d = cls._decision(session, slot)
+        st = ctx.transaction(session.root, session.name)
+        if slot in st.staged_slots:
+            raise InvalidRequestError(f"slot '{slot}' is used by two Encode-or-Reuse nodes on cache '{session.name}'",
+                                      expected="a unique slot name per node", actual=slot,
+                                      fix="give each Encode or Reuse node its own slot name")
+        uid = cls.hidden.unique_id
+        if d.action == "reuse":
+            t0 = time.perf_counter()
+            value = st.tx.base.load_slot(slot)
+            st.tx.carry_slot(slot)
+            load_s = time.perf_counter() - t0
+            saved = float(d.cached_meta.get("encode_seconds", 0.0))
+            status = (f"reused '{slot}' from cache '{session.name}' in {load_s * 1000:.0f} ms "
+                      f"(encoding took {saved:.2f} s when cached)")
+            report = {"action": "reused", "load_seconds": load_s, "saved_seconds": max(0.0, saved - load_s)}
+        else:
+            if value is None:
+                raise InvalidRequestError(f"slot '{slot}': the encoder output was not provided",
+                                          expected="a connected value input", actual="None",
+                                          fix="connect the encoder output to the value input")
+            encode_s = time.perf_counter() - ctx.notes.get(uid, time.perf_counter())
+            st.tx.stage_slot(slot, value, key=d.key.to_dict(),
+                             meta={"io_type": cls.IO.io_type, "node": cls.define_schema().node_id,
+                                   "encode_seconds": round(encode_s, 4), "created_at": time.time()})
+            st.new_content = True
+            status = f"encoded '{slot}' ({d.reason})"
+            report = {"action": "encoded", "encode_seconds": encode_s}
+        st.staged_slots.add(slot)
+        payload = {"node": uid, "prompt_id": ctx.prompt_id, "cache": session.name, "slot": slot,
+                   "reason": d.reason, "mismatch": d.mismatch[:8], "status": status, **report}
+        host.send_event("seedreuse.slot", payload)
+        return io.NodeOutput(value, status, ui={"seedreuse": [payload]})
+
+
+def _make(suffix, display, io_cls, what):
+    cls = type(f"SeedReuseEncode{suffix}", (_EncodeOrReuse,),
+               {"IO": io_cls, "SUFFIX": suffix, "DISPLAY": display, "WHAT": what,
+                "__doc__": f"Encode or Reuse for {what}."})
+    IO_TYPE_BY_NODE_ID[f"SeedReuseEncode{suffix}"] = io_cls.io_type
+    return cls
+
+
+ENCODE_NODES = [_make(*v) for v in VARIANTS]

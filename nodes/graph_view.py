@@ -1,0 +1,75 @@
+"""Read-only views of the queued graph and the key computations built on them."""
+from __future__ import annotations
+
+from ..reuse_backend import graph_key
+from ..reuse_backend.key import ReuseKey
+from . import host
+
+PREFIX = "SeedReuse"
+SESSION_ID = "SeedReuseSession"
+ENCODE_PREFIX = "SeedReuseEncode"
+KEY_VERSION = 1
+
+
+class GraphView:
+    """node_id -> node dict, over the original prompt plus nodes added by expansion."""
+
+    def __init__(self, prompt: dict | None, dynprompt=None):
+        self.prompt = prompt or {}
+        self.dynprompt = dynprompt
+
+    def get(self, node_id):
+        if self.dynprompt is not None:
+            try:
+                if self.dynprompt.has_node(node_id):
+                    return self.dynprompt.get_node(node_id)
+            except Exception:
+                pass
+        return self.prompt.get(node_id)
+
+
+def own_skip_inputs(prompt_like, node_ids=None) -> dict:
+    """Our own nodes' reuse controls never enter keys (the session is skipped whole)."""
+    return {SESSION_ID: ("cache_name", "reuse", "reuse_prefix_segments"),
+            "SeedReuseSegmentLoopStart": ("session", "seed"),
+            "SeedReuseBoundarySave": ("loop",),
+            "SeedReusePrefixMerge": ("session", "filename_prefix")}
+
+
+def passthrough_classes(prompt_like) -> dict:
+    """Encode-or-Reuse nodes are transparent: a key sees straight through to their value input."""
+    out = {}
+    nodes = prompt_like.prompt.values() if isinstance(prompt_like, GraphView) else prompt_like.values()
+    for node in nodes:
+        ct = node.get("class_type", "") if isinstance(node, dict) else ""
+        if ct.startswith(ENCODE_PREFIX):
+            out[ct] = "value"
+    return out
+
+
+def upstream_fields(view: GraphView, link, label: str) -> dict:
+    return graph_key.describe_upstream(view, link, label=label, resolver=host.resolve_file,
+                                       skip_inputs=own_skip_inputs(view),
+                                       passthrough=passthrough_classes(view))
+
+
+def slot_key(view: GraphView, node_id: str, io_type: str) -> ReuseKey:
+    """reuse_key of an Encode-or-Reuse slot: what produces its value input, plus its type."""
+    node = view.get(node_id)
+    link = (node.get("inputs") or {}).get("value")
+    fields = upstream_fields(view, link, "value")
+    fields["(slot type)"] = io_type
+    fields["(key version)"] = KEY_VERSION
+    return ReuseKey.build("slot", fields)
+
+
+def session_of(view: GraphView, node_id: str) -> dict | None:
+    """The literal settings of the session node feeding ``node_id``'s ``session`` input."""
+    node = view.get(node_id) or {}
+    link = (node.get("inputs") or {}).get("session")
+    if not graph_key.is_link(link):
+        return None
+    sess = view.get(link[0]) or {}
+    if sess.get("class_type") != SESSION_ID:
+        return None
+    return graph_key.literal_inputs(sess, ("cache_name", "reuse", "reuse_prefix_segments"))

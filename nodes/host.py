@@ -1,0 +1,90 @@
+"""Everything the pack needs from the ComfyUI host, in one place.
+
+The rest of nodes/ calls these helpers instead of importing host modules directly, so the
+host surface the pack depends on is small and visible.
+"""
+from __future__ import annotations
+
+import logging
+import os
+import re
+
+import folder_paths
+
+from ..reuse_backend import file_identity, roots
+
+log = logging.getLogger("seedreuse")
+
+ROOT_ENV = "SEEDREUSE_CACHE_ROOT"
+_FILE_RE = re.compile(r"^[^\n\r\x00]{1,512}\.[A-Za-z0-9]{1,10}( \[(input|output|temp)\])?$")
+
+
+def cache_root() -> str:
+    """The configured cache root: $SEEDREUSE_CACHE_ROOT, else <ComfyUI user dir>/seedreuse_cache."""
+    default = os.path.join(folder_paths.get_user_directory(), "seedreuse_cache")
+    return str(roots.resolve_root(os.environ.get(ROOT_ENV) or None, default=default))
+
+
+def resolve_file(class_type: str, input_name: str, value: str) -> str | None:
+    """Content identity of a file named by a widget value (input file or model file), or None."""
+    if not isinstance(value, str) or not _FILE_RE.match(value):
+        return None
+    try:
+        path = folder_paths.get_annotated_filepath(value)
+        if path and os.path.isfile(path):
+            return "input:" + file_identity.content_id(path, kind="input")
+    except Exception:  # annotated-path parsing of odd strings: not a file then
+        pass
+    for folder in sorted(folder_paths.folder_names_and_paths):
+        if folder in ("custom_nodes", "configs"):
+            continue
+        try:
+            path = folder_paths.get_full_path(folder, value)
+        except Exception:
+            path = None
+        if path and os.path.isfile(path):
+            return f"model:{folder}:" + file_identity.content_id(path, kind="model")
+    return None
+
+
+def current_prompt_id() -> str | None:
+    try:
+        from comfy_execution.utils import get_executing_context
+        ctx = get_executing_context()
+        if ctx is not None:
+            return ctx.prompt_id
+    except ImportError:
+        pass
+    try:
+        from server import PromptServer
+        return getattr(PromptServer.instance, "last_prompt_id", None)
+    except Exception:
+        return None
+
+
+def send_event(event: str, data: dict) -> None:
+    """A websocket event to the client that queued the running prompt (namespaced seedreuse.*)."""
+    try:
+        from server import PromptServer
+        srv = PromptServer.instance
+        srv.send_sync(event, data, srv.client_id)
+    except Exception as e:  # feedback must never break a run
+        log.debug("could not send %s: %s", event, e)
+
+
+def output_directory() -> str:
+    return folder_paths.get_output_directory()
+
+
+def save_path(filename_prefix: str, width: int, height: int):
+    return folder_paths.get_save_image_path(filename_prefix, output_directory(), width, height)
+
+
+def progress_bar(total: int):
+    import comfy.utils
+    return comfy.utils.ProgressBar(total)
+
+
+def throw_if_interrupted() -> None:
+    import comfy.model_management
+    comfy.model_management.throw_exception_if_processing_interrupted()

@@ -1,0 +1,107 @@
+"""Prefix Merge: previous result's first P(N) frames + the new suffix, with the complete audio.
+
+The prefix packets are stream-copied from the committed result (bit-exact, near-zero cost:
+every result has a keyframe at each segment start); only the new segments were encoded.
+The result is staged into the cache (published with the commit) and saved as a normal
+ComfyUI output.
+"""
+from __future__ import annotations
+
+import os
+import shutil
+import time
+
+from comfy_api.latest import InputImpl, io, ui
+
+from ..reuse_backend import segments as seg
+from ..reuse_backend import video
+from ..reuse_backend.segment_plan import RESULT_FILE, SECTION
+from . import host, transactions
+from .segment_state import SegmentsType
+
+
+def _waveform(audio):
+    wf = audio["waveform"]
+    return wf[0].detach().cpu().float().numpy(), int(audio["sample_rate"])
+
+
+class SeedReusePrefixMerge(io.ComfyNode):
+    @classmethod
+    def define_schema(cls):
+        return io.Schema(
+            node_id="SeedReusePrefixMerge", display_name="Prefix Merge", category="SeedReuse/segment reuse",
+            description="Joins the kept prefix of the previous result (stream-copied, bit-exact) with the new "
+                        "segments and the complete audio track; publishes the video to the cache and output folder.",
+            inputs=[
+                SegmentsType.Input("segments", tooltip="From Segment Loop End."),
+                io.String.Input("filename_prefix", default="seedreuse/video",
+                                tooltip="Output file name prefix (inside ComfyUI's output folder)."),
+            ],
+            outputs=[
+                io.Video.Output("video", tooltip="The merged video (for Save Video or previews)."),
+                io.Int.Output("frame_count", tooltip="Frames in the merged video."),
+                io.String.Output("status", tooltip="How the video was assembled and how long the merge took."),
+            ],
+            is_output_node=True,
+        )
+
+    @classmethod
+    def fingerprint_inputs(cls, **kw):
+        return transactions.global_epoch()
+
+    @classmethod
+    def execute(cls, segments: object, filename_prefix: str):
+        state = segments.state
+        spec, n = state.spec, state.first_index
+        ctx = transactions.current()
+        st = ctx.transaction(state.session.root, state.session.name)
+        prefix, prev_path = 0, None
+        if n > 0:
+            prev_path = os.path.join(st.cache.path, RESULT_FILE)  # stable: we hold the writer lock
+            prefix = state.summary["prefix_frames"]
+        if n > 0 and state.audio is not None:
+            audio = ("copy", prev_path)        # the previous result's complete, continuous track
+        elif state.audio is not None:
+            audio = ("encode", *_waveform(state.audio))
+        else:
+            audio = None
+        out = st.tx.stage_path(RESULT_FILE)
+        chunk_paths = [st.tx.stage_path(c) for c in state.chunks]
+        t0 = time.perf_counter()
+        report = video.merge(out, chunks=chunk_paths, prefix_source=prev_path, prefix_frames=prefix,
+                             audio=audio, fps=spec.fps)
+        merge_s = time.perf_counter() - t0
+        for p in chunk_paths:  # chunks are work files, never part of a committed cache
+            os.remove(p)
+        st.tx.add_file(RESULT_FILE)
+        st.tx.set_section(SECTION, {
+            "key": state.key, "spec": spec.to_dict(), "seed": state.seed, "reused_prefix_segments": n,
+            "prefix_frames": prefix, "frames": report.frames, "prefix_mode": report.prefix_mode,
+            "keyframes": list(report.keyframes), "has_audio": state.audio is not None,
+            "segment_starts": [seg.prefix_frames(i, spec.F, spec.M) for i in range(spec.S)],
+            "merge_seconds": round(merge_s, 4), "created_at": time.time()})
+        st.new_content = True
+        h, w = _frame_size(segments)
+        folder, name, counter, subfolder, _ = host.save_path(filename_prefix, w, h)
+        file = f"{name}_{counter:05}_.mp4"
+        shutil.copyfile(out, os.path.join(folder, file))
+        status = (f"{report.frames} frames: " +
+                  (f"prefix of {prefix} frames {report.prefix_mode} from the previous result, " if n else "") +
+                  f"segments {n}..{spec.S - 1} new; merge {merge_s * 1000:.0f} ms")
+        for w_ in report.warnings:
+            host.log.warning("seedreuse: %s", w_)
+        host.send_event("seedreuse.merge", {"prompt_id": ctx.prompt_id, "cache": state.session.name,
+                                            "frames": report.frames, "prefix_mode": report.prefix_mode,
+                                            "merge_seconds": merge_s, "status": status})
+        return io.NodeOutput(InputImpl.VideoFromFile(os.path.join(folder, file)), report.frames, status,
+                             ui=ui.PreviewVideo([ui.SavedResult(file, subfolder, io.FolderType.output)]))
+
+
+def _frame_size(segments) -> tuple[int, int]:
+    mf = segments.state.motion_frames
+    if mf is not None and hasattr(mf, "shape") and len(mf.shape) == 4:
+        return int(mf.shape[1]), int(mf.shape[2])
+    return 0, 0
+
+
+PREFIX_MERGE_NODES = [SeedReusePrefixMerge]

@@ -1,0 +1,89 @@
+"""HTTP routes of the pack (all under /seedreuse/). They take cache names, never paths.
+
+GET  /seedreuse/caches                 names of committed caches under the root
+GET  /seedreuse/caches/{name}          manifest summary (key fields, artifacts, sizes, result, run)
+POST /seedreuse/check                  dry run: {"prompt": <API prompt>} -> per-node hit/miss and why
+"""
+from __future__ import annotations
+
+import os
+
+from aiohttp import web
+
+from ..reuse_backend import roots
+from ..reuse_backend.errors import InvalidCacheNameError, ReuseError
+from ..reuse_backend.store import Cache
+from . import host
+
+log = host.log
+
+
+def _error(e: Exception, status: int = 400):
+    body = e.to_dict() if isinstance(e, ReuseError) else {"type": type(e).__name__, "message": str(e)}
+    return web.json_response({"error": body}, status=status)
+
+
+def summarize(snapshot) -> dict:
+    m = snapshot.manifest
+    files = m.get("files") or {}
+    slots = {}
+    for name, entry in (m.get("slots") or {}).items():
+        key = entry.get("key") or {}
+        slots[name] = {"file": entry["file"], "bytes": files.get(entry["file"], {}).get("bytes"),
+                       "key": key.get("digest"), "key_fields": key.get("fields"), "meta": entry.get("meta")}
+    sections = dict(m.get("sections") or {})
+    seg = sections.get("segments")
+    if seg:
+        seg = {k: v for k, v in seg.items() if k != "key"} | {"key": (seg.get("key") or {}).get("digest")}
+        sections["segments"] = seg
+    return {"name": m["name"], "version": m["version"], "created_at": m["created_at"], "run": m["run"],
+            "slots": slots, "boundaries": sorted(int(i) for i in (m.get("boundaries") or {})),
+            "sections": sections, "files": files, "total_bytes": sum(f["bytes"] for f in files.values())}
+
+
+def register() -> None:
+    from server import PromptServer
+    routes = PromptServer.instance.routes
+
+    @routes.get("/seedreuse/caches")
+    async def list_caches(request):
+        root = host.cache_root()
+        names = []
+        for entry in sorted(os.listdir(root)):
+            try:
+                roots.validate_cache_name(entry)
+            except InvalidCacheNameError:
+                continue  # .tmp / .old / .lock and foreign files
+            p = os.path.join(root, entry)
+            if os.path.isdir(p) and not os.path.islink(p):
+                names.append(entry)
+        return web.json_response({"caches": names})
+
+    @routes.get("/seedreuse/caches/{name}")
+    async def get_cache(request):
+        try:
+            name = roots.validate_cache_name(request.match_info["name"])
+            snap = Cache(host.cache_root(), name).snapshot()
+        except ReuseError as e:
+            return _error(e)
+        if snap is None:
+            return web.json_response({"name": name, "committed": False})
+        try:
+            return web.json_response({"committed": True, **summarize(snap)})
+        finally:
+            snap.close()
+
+    @routes.post("/seedreuse/check")
+    async def check(request):
+        from .dry_run import dry_run
+        try:
+            body = await request.json()
+        except Exception as e:
+            return _error(ValueError(f"body is not JSON: {e}"))
+        prompt = body.get("prompt") if isinstance(body, dict) else None
+        if not isinstance(prompt, dict):
+            return _error(ValueError("expected {\"prompt\": <API-format prompt>}"))
+        try:
+            return web.json_response(dry_run(prompt))
+        except ReuseError as e:
+            return _error(e)

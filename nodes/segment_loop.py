@@ -1,0 +1,224 @@
+"""Segment Loop with Resume: Start / End around the user's own per-segment body.
+
+Start validates the whole request before any sampling (resume plan), then feeds each
+segment its index, start frame, motion frames, seed and audio window. End writes the
+segment's new frames as a standalone chunk and, while segments remain, expands a copy of
+the body for the next segment (ComfyUI node expansion), so the loop works with whatever
+model nodes the host has.
+"""
+from __future__ import annotations
+
+import dataclasses
+import math
+import time
+
+import torch
+from comfy_api.latest import io
+
+from ..reuse_backend import segments, video
+from ..reuse_backend.errors import InvalidRequestError
+from ..reuse_backend.key import ReuseKey
+from ..reuse_backend.segment_plan import make_spec, plan_resume
+from . import host, transactions
+from .graph_view import KEY_VERSION, GraphView, upstream_fields
+from .segment_state import (END_ID, START_ID, LoopState, LoopType, SegmentType, SegmentsType,
+                            SegmentValue, SegmentsResult, expand_next_iteration, find_end_node)
+from .session_node import SessionType
+
+
+def segment_key(view: GraphView, end_id: str, spec) -> ReuseKey:
+    fields = upstream_fields(view, [end_id, 0], "segments")
+    fields["(segment spec)"] = spec.to_dict()
+    fields["(key version)"] = KEY_VERSION
+    return ReuseKey.build("segments", fields)
+
+
+def _audio_slice(audio, i, spec):
+    if audio is None:
+        return None
+    wf, sr = audio["waveform"], int(audio["sample_rate"])
+    a, b = segments.audio_window(i, spec.F, spec.M, spec.fps, sr)
+    out = wf[..., a:b]
+    if out.shape[-1] < b - a:  # past the end of the track: silence
+        out = torch.nn.functional.pad(out, (0, b - a - out.shape[-1]))
+    return {"waveform": out, "sample_rate": sr}
+
+
+class SeedReuseSegmentLoopStart(io.ComfyNode):
+    @classmethod
+    def define_schema(cls):
+        return io.Schema(
+            node_id=START_ID, display_name="Segment Loop Start (with Resume)", category="SeedReuse/segment reuse",
+            description="Starts a loop over video segments of F frames joined by M motion frames; "
+                        "with reuse_prefix_segments = N it resumes at segment N from the cached boundary.",
+            inputs=[
+                SessionType.Input("session", tooltip="The SeedReuse Session (cache, reuse mode, prefix segments)."),
+                io.Int.Input("segment_frames", default=81, min=2, max=10000, tooltip="F: frames per segment."),
+                io.Int.Input("motion_frames", default=9, min=0, max=10000,
+                             tooltip="M: frames shared by adjacent segments (the next segment starts from them)."),
+                io.Int.Input("total_frames", default=0, min=0, max=10_000_000,
+                             tooltip="Length of the video in frames; 0 = the audio's duration times fps."),
+                io.Float.Input("fps", default=25.0, min=0.01, max=1000.0, step=0.01, tooltip="Frame rate."),
+                io.Int.Input("seed", default=0, min=0, max=0xFFFFFFFFFFFFFFFF, control_after_generate=True,
+                             tooltip="Base seed; segment i samples with a seed derived from (seed, i)."),
+                io.Image.Input("initial_frames", optional=True,
+                               tooltip="Frames segment 0 starts from (e.g. the reference image)."),
+                io.Audio.Input("audio", optional=True,
+                               tooltip="The whole audio track: sliced per segment and muxed into the result."),
+                LoopType.Input("loop_state", optional=True,
+                               tooltip="Internal: set by the loop for segments after the first. Leave unconnected."),
+            ],
+            outputs=[
+                LoopType.Output("loop", tooltip="Connect to Boundary Save and Segment Loop End."),
+                io.Int.Output("segment_index", tooltip="Index i of the segment being generated."),
+                io.Int.Output("start_frame", tooltip="start(i) = i*(F-M): first frame of this segment in the video."),
+                io.Int.Output("frames", tooltip="F, for the body's length input."),
+                io.Image.Output("motion_frames",
+                                tooltip="Segment 0: initial_frames. Later: the previous segment's last M frames."),
+                io.Latent.Output("motion_latent", tooltip="Latent of the motion frames when the body saved one."),
+                io.Int.Output("segment_seed", tooltip="Seed for this segment's sampler, derived from (seed, i)."),
+                io.Audio.Output("segment_audio", tooltip="The audio under this segment's F frames."),
+            ],
+            hidden=[io.Hidden.unique_id, io.Hidden.prompt, io.Hidden.dynprompt],
+        )
+
+    @classmethod
+    def fingerprint_inputs(cls, **kw):
+        return transactions.global_epoch()
+
+    @classmethod
+    def execute(cls, session, segment_frames, motion_frames, total_frames, fps, seed,
+                initial_frames=None, audio=None, loop_state=None):
+        state = loop_state if loop_state is not None else cls._first_state(
+            session, segment_frames, motion_frames, total_frames, fps, seed, initial_frames, audio)
+        i, spec = state.index, state.spec
+        motion = state.motion_frames if (i > 0 or state.first_index > 0) else initial_frames
+        return io.NodeOutput(state, i, segments.segment_start(i, spec.F, spec.M), spec.F, motion,
+                             state.motion_latent, segments.segment_seed(state.seed, i),
+                             _audio_slice(state.audio, i, spec))
+
+    @classmethod
+    def _first_state(cls, session, F, M, total_frames, fps, seed, initial_frames, audio) -> LoopState:
+        if total_frames == 0:
+            if audio is None:
+                raise InvalidRequestError("total_frames is 0 and no audio is connected",
+                                          expected="total_frames > 0 or an audio input", actual=0,
+                                          fix="set total_frames, or connect the audio that sets the duration")
+            seconds = audio["waveform"].shape[-1] / float(audio["sample_rate"])
+            total_frames = max(1, math.ceil(seconds * fps - 1e-9))
+        spec = make_spec(F, M, fps, total_frames)
+        uid = cls.hidden.unique_id
+        view = GraphView(cls.hidden.prompt, cls.hidden.dynprompt)
+        end_id = find_end_node(view, uid)
+        if end_id is None:
+            raise InvalidRequestError("Segment Loop Start has no Segment Loop End",
+                                      expected=f"a {END_ID} whose loop input comes from this node",
+                                      actual="none", fix="connect loop -> Boundary Save -> Segment Loop End")
+        key = segment_key(view, end_id, spec)
+        ctx = transactions.current()
+        st = ctx.transaction(session.root, session.name)
+        plan = plan_resume(st.tx.base, cache_name=session.name, N=session.prefix_segments, spec=spec,
+                           key=key, audio_expected=audio is not None)
+        for b in plan.carry_boundaries:   # the reused prefix's boundaries stay in the new cache
+            st.tx.carry_boundary(b)
+        st.new_content = True
+        boundary = plan.boundary or {}
+        summary = {"segments": spec.S, "F": spec.F, "M": spec.M, "total_frames": spec.total_frames,
+                   "kept": plan.N, "prefix_frames": plan.prefix_frames, "plan": plan.describe(),
+                   "started_at": time.time()}
+        host.send_event("seedreuse.segments", {"node": uid, "prompt_id": ctx.prompt_id,
+                                               "cache": session.name, **summary})
+        return LoopState(session=session, spec=spec, seed=int(seed), index=plan.N, first_index=plan.N,
+                         key=key.to_dict(), motion_frames=boundary.get("motion_frames"),
+                         motion_latent=boundary.get("motion_latent"), audio=audio,
+                         start_node=uid, summary=summary)
+
+
+class SeedReuseBoundarySave(io.ComfyNode):
+    @classmethod
+    def define_schema(cls):
+        return io.Schema(
+            node_id="SeedReuseBoundarySave", display_name="Boundary Save", category="SeedReuse/segment reuse",
+            description="Saves the exact motion state the next segment consumes (last M frames, and their "
+                        "latent if given) into the run's staging cache, for a later resume.",
+            inputs=[
+                LoopType.Input("loop", tooltip="From Segment Loop Start."),
+                io.Image.Input("images", tooltip="The F decoded frames of this segment."),
+                io.Latent.Input("motion_latent", optional=True,
+                                tooltip="Optional latent of the last M frames, if the body computes it."),
+            ],
+            outputs=[
+                SegmentType.Output("segment", tooltip="Connect to Segment Loop End."),
+                io.Image.Output("images", tooltip="The same frames, passed through."),
+            ],
+        )
+
+    @classmethod
+    def fingerprint_inputs(cls, **kw):
+        return transactions.global_epoch()
+
+    @classmethod
+    def execute(cls, loop, images, motion_latent=None):
+        state, spec = loop, loop.spec
+        if images.shape[0] != spec.F:
+            raise InvalidRequestError(f"segment {state.index} has {images.shape[0]} frames",
+                                      expected=f"F = {spec.F} frames", actual=images.shape[0],
+                                      fix="set the body's length input from the loop's 'frames' output")
+        st = transactions.current().transaction(state.session.root, state.session.name)
+        if state.index < spec.S - 1:  # boundary i feeds segment i+1; the last segment has none
+            boundary = {"motion_frames": images[images.shape[0] - spec.M:].detach().cpu().contiguous().clone()}
+            if motion_latent is not None:
+                boundary["motion_latent"] = motion_latent
+            st.tx.stage_boundary(state.index, boundary, meta={"index": state.index, "F": spec.F, "M": spec.M})
+            st.new_content = True
+        return io.NodeOutput(SegmentValue(state, images, motion_latent), images)
+
+
+class SeedReuseSegmentLoopEnd(io.ComfyNode):
+    @classmethod
+    def define_schema(cls):
+        return io.Schema(
+            node_id=END_ID, display_name="Segment Loop End", category="SeedReuse/segment reuse",
+            description="Closes the segment loop: stores this segment's new frames and runs the body again "
+                        "for the next segment until the video is complete.",
+            inputs=[
+                LoopType.Input("loop", tooltip="From Segment Loop Start (the loop's first node).",
+                               extra_dict={"rawLink": True}),
+                SegmentType.Input("segment", tooltip="From Boundary Save."),
+            ],
+            outputs=[
+                SegmentsType.Output("segments", tooltip="Connect to Prefix Merge."),
+                io.String.Output("status", tooltip="Which segments were kept and generated."),
+            ],
+            hidden=[io.Hidden.unique_id, io.Hidden.dynprompt],
+            enable_expand=True,
+        )
+
+    @classmethod
+    def fingerprint_inputs(cls, **kw):
+        return transactions.global_epoch()
+
+    @classmethod
+    def execute(cls, loop, segment):
+        state, spec = segment.state, segment.state.spec
+        i = state.index
+        st = transactions.current().transaction(state.session.root, state.session.name)
+        new = segment.images if i == 0 else segment.images[spec.M:]
+        name = f"chunk_{i:05d}.mp4"
+        video.write_chunk(st.tx.stage_path(name), new, spec.fps)
+        host.progress_bar(spec.S).update_absolute(i + 1, spec.S)
+        host.throw_if_interrupted()
+        state = dataclasses.replace(state, chunks=state.chunks + (name,))
+        if i + 1 < spec.S:
+            nxt = dataclasses.replace(state, index=i + 1,
+                                      motion_frames=segment.images[segment.images.shape[0] - spec.M:],
+                                      motion_latent=segment.motion_latent)
+            graph, new_end = expand_next_iteration(cls.hidden.dynprompt, cls.hidden.unique_id, loop[0], nxt)
+            return io.NodeOutput(new_end.out(0), new_end.out(1), expand=graph.finalize())
+        n = state.first_index
+        status = (f"kept segments 0..{n - 1} ({state.summary.get('prefix_frames', 0)} frames), " if n else "") + \
+                 f"generated segments {n}..{spec.S - 1} of {spec.S}"
+        return io.NodeOutput(SegmentsResult(state), status)
+
+
+SEGMENT_LOOP_NODES = [SeedReuseSegmentLoopStart, SeedReuseBoundarySave, SeedReuseSegmentLoopEnd]

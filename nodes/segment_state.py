@@ -1,0 +1,99 @@
+"""Values that flow between the Segment Loop nodes, and the loop-expansion helper."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from comfy_api.latest import io
+from comfy_execution.graph_utils import GraphBuilder, is_link
+
+from ..reuse_backend.segment_plan import SegmentSpec
+from .session_node import Session
+
+LoopType = io.Custom("SEEDREUSE_LOOP")
+SegmentType = io.Custom("SEEDREUSE_SEGMENT")
+SegmentsType = io.Custom("SEEDREUSE_SEGMENTS")
+
+START_ID = "SeedReuseSegmentLoopStart"
+END_ID = "SeedReuseSegmentLoopEnd"
+
+
+@dataclass
+class LoopState:
+    session: Session
+    spec: SegmentSpec
+    seed: int
+    index: int                 # the segment this iteration generates
+    first_index: int           # N: the first generated segment (0 without a reused prefix)
+    key: dict                  # the segment reuse_key (ReuseKey.to_dict())
+    motion_frames: object      # IMAGE the segment starts from (None: none given)
+    motion_latent: object      # LATENT of those frames when the body provides it
+    audio: object              # AUDIO of the whole video, or None
+    chunks: tuple = ()         # staged chunk files of the generated segments, in order
+    start_node: str = ""
+    summary: dict = field(default_factory=dict)
+
+
+@dataclass
+class SegmentValue:
+    state: LoopState
+    images: object             # the F frames the body decoded for this segment
+    motion_latent: object = None
+
+
+@dataclass
+class SegmentsResult:
+    state: LoopState
+
+
+def find_end_node(view, start_id: str) -> str | None:
+    """The Segment Loop End whose ``loop`` input links to ``start_id``."""
+    for nid, node in (view.prompt or {}).items():
+        if isinstance(node, dict) and node.get("class_type") == END_ID:
+            link = (node.get("inputs") or {}).get("loop")
+            if is_link(link) and link[0] == start_id:
+                return nid
+    return None
+
+
+def _upstream_map(dynprompt, node_id, upstream):
+    node = dynprompt.get_node(node_id)
+    for v in (node.get("inputs") or {}).values():
+        if is_link(v):
+            parent = v[0]
+            if parent not in upstream:
+                upstream[parent] = []
+                _upstream_map(dynprompt, parent, upstream)
+            upstream[parent].append(node_id)
+
+
+def _descendants(node_id, upstream, out):
+    for child in upstream.get(node_id, []):
+        if child not in out:
+            out[child] = True
+            _descendants(child, upstream, out)
+
+
+def expand_next_iteration(dynprompt, end_id: str, start_id: str, next_state: LoopState):
+    """Copy every node between Start and End (the user's per-segment body) for the next
+    segment; the copied Start receives ``next_state``. Returns (graph, new_end)."""
+    upstream: dict = {}
+    _upstream_map(dynprompt, end_id, upstream)
+    contained: dict = {}
+    _descendants(start_id, upstream, contained)
+    contained[end_id] = True
+    contained[start_id] = True
+    graph = GraphBuilder()
+    for nid in contained:
+        original = dynprompt.get_node(nid)
+        node = graph.node(original["class_type"], "Recurse" if nid == end_id else nid)
+        node.set_override_display_id(nid)
+    for nid in contained:
+        original = dynprompt.get_node(nid)
+        node = graph.lookup_node("Recurse" if nid == end_id else nid)
+        for k, v in (original.get("inputs") or {}).items():
+            if is_link(v) and v[0] in contained:
+                node.set_input(k, graph.lookup_node(v[0]).out(v[1]))
+            else:
+                node.set_input(k, v)
+    graph.lookup_node(start_id).set_input("loop_state", next_state)
+    return graph, graph.lookup_node("Recurse")

@@ -1,0 +1,176 @@
+"""One queued prompt = one transaction per cache it touches.
+
+The first reuse node of a prompt that executes begins the transaction (writer lock, staging
+folder); every reuse node of the prompt stages into it. The prompt's end decides its fate:
+
+- success: the commit runs inside the executor's ``execution_success`` message, i.e. before
+  the websocket reports success and before /history shows the prompt as completed, so a
+  client that waits for completion (the serial contract) always finds the new cache;
+- error anywhere in the prompt (also after our nodes), interrupt, or an exception in the
+  executor: the staging is discarded; the last good cache is untouched.
+
+The hook wraps ``execution.PromptExecutor.execute`` (present from 0.3.x to current
+ComfyUI) and ``add_message``. If they cannot be wrapped, the pack logs an error at load
+and every reuse node refuses to run: never a silent run without a lifecycle.
+"""
+from __future__ import annotations
+
+import os
+import socket
+import threading
+import uuid
+from dataclasses import dataclass, field
+
+from ..reuse_backend.errors import ReuseError, TransactionError
+from ..reuse_backend.store import Cache, RunInfo
+from . import host
+
+log = host.log
+_lock = threading.RLock()
+_prompts: dict[str, "PromptContext"] = {}
+_epoch = [0]
+HOOK_STATE = {"installed": False, "error": None}
+
+
+@dataclass
+class TxState:
+    cache: Cache
+    tx: object
+    staged_slots: set = field(default_factory=set)
+    new_content: bool = False     # anything staged that is not a carry from the base
+
+
+@dataclass
+class PromptContext:
+    prompt_id: str
+    prompt: dict
+    run_id: str = field(default_factory=lambda: uuid.uuid4().hex)
+    txs: dict = field(default_factory=dict)        # (root, name) -> TxState
+    decisions: dict = field(default_factory=dict)  # node id -> decision object
+    notes: dict = field(default_factory=dict)      # free-form per node data
+
+    def transaction(self, root: str, name: str) -> TxState:
+        k = (root, name)
+        st = self.txs.get(k)
+        if st is None:
+            cache = Cache(root, name)
+            tx = cache.begin(RunInfo(run_id=self.run_id, host=socket.gethostname(), pid=os.getpid(),
+                                     prompt_id=self.prompt_id, extra={}))
+            st = self.txs[k] = TxState(cache, tx)
+        return st
+
+
+def global_epoch() -> int:
+    """Changes whenever a transaction that staged new content ends in this process."""
+    return _epoch[0]
+
+
+def current() -> PromptContext:
+    if not HOOK_STATE["installed"]:
+        raise TransactionError("the SeedReuse lifecycle hook is not installed, so runs cannot be published safely",
+                               expected="hook installed at load", actual=HOOK_STATE["error"] or "not installed",
+                               fix="check the ComfyUI log for 'seedreuse' errors at startup; this ComfyUI "
+                                   "version may be unsupported")
+    pid = host.current_prompt_id()
+    with _lock:
+        ctx = _prompts.get(pid)
+    if ctx is None:
+        raise TransactionError("a SeedReuse node ran outside a prompt the lifecycle hook saw",
+                               expected="a prompt started by PromptExecutor.execute", actual=f"prompt id {pid!r}",
+                               fix="queue the workflow normally through ComfyUI")
+    return ctx
+
+
+def _finish(ctx: PromptContext, success: bool) -> None:
+    """Commit (success) or discard every transaction of the prompt. Discard never raises."""
+    from .carry import carry_unexecuted_slots
+    errors = []
+    for (root, name), st in list(ctx.txs.items()):
+        try:
+            if success:
+                carry_unexecuted_slots(ctx, root, name, st)
+                if st.new_content:
+                    st.tx.commit()
+                else:  # only carried what is already committed: keep the current version
+                    st.tx.discard()
+            else:
+                st.tx.discard()
+        except Exception as e:
+            errors.append(e)
+            try:
+                st.tx.discard()
+            except Exception as e2:  # the lock's lease and recovery clean up after us
+                log.error("seedreuse: discard of cache '%s' failed: %s", name, e2)
+        finally:
+            if st.new_content:
+                with _lock:
+                    _epoch[0] += 1
+    ctx.txs.clear()
+    if errors:
+        raise errors[0]
+
+
+def _open(prompt_id, prompt):
+    with _lock:
+        _prompts[prompt_id] = PromptContext(prompt_id, prompt)
+
+
+def _close(prompt_id, success: bool):
+    with _lock:
+        ctx = _prompts.pop(prompt_id, None)
+    if ctx is not None and ctx.txs:
+        _finish(ctx, success)
+
+
+def install() -> bool:
+    try:
+        import execution
+        pe = execution.PromptExecutor
+        if getattr(pe, "_seedreuse_hooked", False):
+            HOOK_STATE["installed"] = True
+            return True
+        orig_execute = pe.execute
+        orig_add_message = pe.add_message
+    except Exception as e:
+        HOOK_STATE["error"] = f"{type(e).__name__}: {e}"
+        log.error("seedreuse: cannot install the prompt lifecycle hook (%s); reuse nodes will refuse to run", e)
+        return False
+
+    def execute(self, prompt, prompt_id, *args, **kwargs):
+        _open(prompt_id, prompt)
+        ok = False
+        try:
+            result = orig_execute(self, prompt, prompt_id, *args, **kwargs)
+            ok = bool(getattr(self, "success", False))
+            return result
+        finally:
+            try:
+                _close(prompt_id, ok)  # fallback commit if add_message did not see the success
+            except Exception as e:
+                log.error("seedreuse: publishing the cache of prompt %s failed: %s", prompt_id, e)
+                self.success = False
+
+    def add_message(self, event, data, broadcast, *args, **kwargs):
+        if event == "execution_success":
+            pid = data.get("prompt_id")
+            with _lock:
+                ctx = _prompts.get(pid)
+            if ctx is not None and ctx.txs:
+                try:
+                    _finish(ctx, True)
+                except Exception as e:
+                    log.error("seedreuse: commit failed for prompt %s: %s", pid, e)
+                    self.success = False
+                    msg = e.to_dict() if isinstance(e, ReuseError) else {}
+                    return orig_add_message(self, "execution_error", {
+                        "prompt_id": pid, "node_id": None, "node_type": "SeedReuse commit",
+                        "executed": [], "exception_message": f"SeedReuse could not publish the cache: {e}",
+                        "exception_type": type(e).__name__, "traceback": [], "current_inputs": {},
+                        "current_outputs": [], "seedreuse": msg}, broadcast, *args, **kwargs)
+        return orig_add_message(self, event, data, broadcast, *args, **kwargs)
+
+    pe.execute = execute
+    pe.add_message = add_message
+    pe._seedreuse_hooked = True
+    HOOK_STATE["installed"] = True
+    return True

