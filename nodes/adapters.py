@@ -16,7 +16,8 @@ def _attribute_bag(cls, name: str) -> None:
     def from_fields(fields):
         obj = cls.__new__(cls)
         for k, v in fields.items():
-            if not isinstance(k, str) or not k.isidentifier():
+            # only public attribute names: a crafted file must not reach __dict__ and friends
+            if not isinstance(k, str) or not k.isidentifier() or k.startswith("_"):
                 raise ValueError(f"invalid attribute name {k!r}")
             setattr(obj, k, v)
         return obj
@@ -30,6 +31,6 @@ def register_all() -> list[str]:
         import comfy.clip_vision
         _attribute_bag(comfy.clip_vision.Output, "comfy.clip_vision.Output")
         names.append("comfy.clip_vision.Output")
-    except Exception:  # a host without CLIP vision support simply has nothing to register
+    except ImportError:  # a host without CLIP vision support simply has nothing to register
         pass
     return names

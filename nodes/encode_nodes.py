@@ -53,7 +53,8 @@ class _EncodeOrReuse(io.ComfyNode):
                              tooltip=f"The {cls.WHAT}. Evaluated only when the cache cannot serve it."),
             ],
             outputs=[
-                cls.IO.Output("value", tooltip=f"The {cls.WHAT}, restored or freshly encoded."),
+                cls.IO.Output("restored", display_name="value",
+                              tooltip=f"The {cls.WHAT}, restored or freshly encoded."),
                 io.String.Output("status", tooltip="reused / encoded, why, and the time saved."),
             ],
             hidden=[io.Hidden.unique_id, io.Hidden.prompt, io.Hidden.dynprompt],

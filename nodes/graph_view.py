@@ -50,7 +50,8 @@ def passthrough_classes(prompt_like) -> dict:
 def upstream_fields(view: GraphView, link, label: str) -> dict:
     return graph_key.describe_upstream(view, link, label=label, resolver=host.resolve_file,
                                        skip_inputs=own_skip_inputs(view),
-                                       passthrough=passthrough_classes(view))
+                                       passthrough=passthrough_classes(view),
+                                       ignore_change_token=lambda ct: ct.startswith(PREFIX))
 
 
 def slot_key(view: GraphView, node_id: str, io_type: str) -> ReuseKey:

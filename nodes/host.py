@@ -16,7 +16,7 @@ from ..reuse_backend import file_identity, roots
 log = logging.getLogger("seedreuse")
 
 ROOT_ENV = "SEEDREUSE_CACHE_ROOT"
-_FILE_RE = re.compile(r"^[^\n\r\x00]{1,512}\.[A-Za-z0-9]{1,10}( \[(input|output|temp)\])?$")
+_FILE_RE = re.compile(r"^[^\n\r\x00]{1,512}.[A-Za-z0-9]{1,16}( \[(input|output|temp)\])?$")
 
 
 def cache_root() -> str:

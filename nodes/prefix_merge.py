@@ -68,8 +68,11 @@ class SeedReusePrefixMerge(io.ComfyNode):
         out = st.tx.stage_path(RESULT_FILE)
         chunk_paths = [st.tx.stage_path(c) for c in state.chunks]
         t0 = time.perf_counter()
+        # if the prefix has to be re-encoded, cut it at every kept segment start so that the
+        # next resume can stream-copy again
         report = video.merge(out, chunks=chunk_paths, prefix_source=prev_path, prefix_frames=prefix,
-                             audio=audio, fps=spec.fps)
+                             audio=audio, fps=spec.fps,
+                             prefix_keyframes=[seg.prefix_frames(i, spec.F, spec.M) for i in range(1, n)])
         merge_s = time.perf_counter() - t0
         for p in chunk_paths:  # chunks are work files, never part of a committed cache
             os.remove(p)

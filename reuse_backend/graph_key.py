@@ -39,12 +39,15 @@ class GraphError(ValueError):
 def describe_upstream(prompt: dict, link, *, label: str = "value", resolver: Resolver | None = None,
                       exclude_inputs: Iterable[str] = EXCLUDED_INPUTS,
                       skip_inputs: dict[str, Iterable[str]] | None = None,
-                      passthrough: dict[str, str] | None = None) -> dict:
+                      passthrough: dict[str, str] | None = None,
+                      ignore_change_token: Callable[[str], bool] | None = None) -> dict:
     """Return the key fields of everything upstream of ``link`` in ``prompt``.
 
     skip_inputs: class_type -> input names ignored for that class (e.g. our own reuse controls).
     passthrough: class_type -> input name; such a node is described as if the link went
     straight to that input (our Encode-or-Reuse nodes are transparent in keys).
+    ignore_change_token(class_type): True for classes whose host change token must not
+    enter keys (our own nodes: their tokens are process-local by design).
     """
     exclude = frozenset(exclude_inputs)
     skip = {k: frozenset(v) for k, v in (skip_inputs or {}).items()}
@@ -71,6 +74,8 @@ def describe_upstream(prompt: dict, link, *, label: str = "value", resolver: Res
             raise GraphError(f"more than {MAX_NODES} nodes upstream of {label}")
         fields[path] = f"{ct}#{out_index}"
         ic = node.get("is_changed")
+        if ignore_change_token is not None and ignore_change_token(ct):
+            ic = None
         if ic not in (None, False, [None], [False]):
             # A NaN change token means "different every time" to the host: such a node is
             # volatile and can never be reused, so its key field never matches.

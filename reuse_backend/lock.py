@@ -1,7 +1,7 @@
 """One writer per cache: an exclusive lock file with owner, heartbeat and safe breaking.
 
-The lock file ``<root>/<name>.lock`` holds JSON {host, pid, pid_start, run_id, started_at,
-lease_s}; its mtime is the heartbeat.  It is created atomically with its full content:
+The lock file ``<root>/<name>.lock`` holds JSON {host, pid, pid_start, pid_ns, run_id,
+started_at, lease_s}; its mtime is the heartbeat.  It is created atomically with its full content:
 the JSON is written and fsynced under a unique temp name, then hard-linked to the lock
 path (link fails with EEXIST when the lock exists, also on NFS), so no reader ever sees
 an empty lock.  Filesystems without hard links fall back to O_CREAT|O_EXCL + write.
@@ -51,6 +51,14 @@ def pid_start(pid: int) -> int | None:
         return None
 
 
+def pid_namespace() -> str | None:
+    """Identity of this process's pid namespace: pids are only comparable within one."""
+    try:
+        return os.readlink("/proc/self/ns/pid")
+    except OSError:
+        return None
+
+
 def pid_alive(pid: int) -> bool:
     try:
         os.kill(pid, 0)
@@ -91,7 +99,10 @@ def read_lock(path) -> tuple[dict | None, os.stat_result | None]:
 
 def judge(owner: dict | None, st: os.stat_result, default_lease_s: float) -> str | None:
     """Why this lock is stale ("dead owner ...", "heartbeat ..."), or None when it is live."""
-    if owner is not None and owner.get("host") == hostname() and isinstance(owner.get("pid"), int):
+    # Death is provable only on this host and in this pid namespace (containers sharing a
+    # host name, e.g. with host networking, have their own pids); elsewhere only the lease.
+    if owner is not None and owner.get("host") == hostname() and isinstance(owner.get("pid"), int) \
+            and owner.get("pid_ns") == pid_namespace():
         pid = owner["pid"]
         if pid == os.getpid():
             if owner.get("pid_start") == pid_start(pid) and owner.get("run_id") not in _ACTIVE:
@@ -137,7 +148,7 @@ class WriterLock:
         self.heartbeat_error: BaseException | None = None
 
     # -- acquire ---------------------------------------------------------------------------
-    def acquire(self) -> "WriterLock":
+    def acquire(self) -> WriterLock:
         if self._fd is not None:
             raise TransactionError("writer lock acquired twice", expected="one acquire per lock",
                                    actual="acquire() on a held lock", fix="release() it first")
@@ -165,6 +176,7 @@ class WriterLock:
     def _payload(self) -> bytes:
         pid = os.getpid()
         return json.dumps({"host": hostname(), "pid": pid, "pid_start": pid_start(pid),
+                           "pid_ns": pid_namespace(),
                            "run_id": self.run_id, "started_at": time.time(),
                            "lease_s": self.lease_s}).encode()
 
@@ -179,7 +191,9 @@ class WriterLock:
             try:
                 fsops.link(tmp, self.path)
                 linked = True
-            except FileExistsError:
+            except (FileExistsError, FileNotFoundError):
+                # EEXIST: the lock is taken.  ENOENT: the holder's recovery removed our temp
+                # file as a stray; either way somebody holds the lock right now.
                 return False
             except OSError as e:
                 if e.errno not in fsops._LINK_FALLBACK:
@@ -247,6 +261,8 @@ class WriterLock:
         if not same or judge(owner2, st2, self.lease_s) is None:
             try:
                 fsops.link(broken, self.path)          # restore the live lock
+            except FileNotFoundError:                  # removed meanwhile by the new holder
+                return False
             except FileExistsError:
                 log.warning("lock %s was re-taken while being restored; %s is kept", self.path, broken)
                 return False
@@ -298,7 +314,7 @@ class WriterLock:
             fd, self._fd = self._fd, None
             os.close(fd)
 
-    def __enter__(self) -> "WriterLock":
+    def __enter__(self) -> WriterLock:
         return self.acquire()
 
     def __exit__(self, *exc) -> None:
@@ -314,7 +330,7 @@ def stray_lock_files(root, name: str) -> list[Path]:
     except FileNotFoundError:
         return out
     for e in entries:
-        if e.startswith(prefix + NEW_TAG) or e.startswith(prefix + BROKEN_TAG):
+        if e.startswith((prefix + NEW_TAG, prefix + BROKEN_TAG)):
             out.append(Path(root) / e)
     return sorted(out)
 

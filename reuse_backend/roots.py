@@ -48,6 +48,10 @@ def validate_cache_name(name) -> str:
                   "the cache root setting decides where it lives")
 
 
+def is_valid_cache_name(name) -> bool:
+    return isinstance(name, str) and bool(_NAME_RE.fullmatch(name))
+
+
 def validate_slot_name(name) -> str:
     return _check("slot name", _NAME_RE, NAME_PATTERN, name,
                   "use a plain slot name such as 'text' (letters, digits, '_' and '-')")

@@ -21,7 +21,8 @@ import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from . import fsops, manifest as mf, roots, serialize
+from . import fsops, roots, serialize
+from . import manifest as mf
 from .errors import CorruptCacheError, NoCommittedCacheError, TransactionError
 from .lock import WriterLock, hostname, stray_lock_files
 
@@ -77,10 +78,8 @@ def list_caches(root) -> list[str]:
         for suf in roots.SUFFIXES:
             if e.endswith(suf):
                 base = e[:-len(suf)]
-        try:
-            names.add(roots.validate_cache_name(base))
-        except Exception:  # noqa: BLE001 - foreign entries are not caches
-            pass
+        if roots.is_valid_cache_name(base):   # foreign entries are not caches
+            names.add(base)
     return sorted(names)
 
 
@@ -97,10 +96,10 @@ class Cache:
         return f"Cache({str(self.root)!r}, {self.name!r})"
 
     # ------------------------------------------------------------------ reading
-    def snapshot(self, retries: int = 20, delay: float = 0.05) -> "Snapshot | None":
+    def snapshot(self, retries: int = 20, delay: float = 0.05) -> Snapshot | None:
         """The committed version (one version, never a mix), or None when never committed."""
-        nones = 0
-        for attempt in range(retries + 1):
+        nones, last = 0, None
+        for _ in range(max(retries, 2) + 1):
             try:
                 snap = self._snapshot_once()
             except _Retry as e:
@@ -112,6 +111,8 @@ class Cache:
             nones += 1      # neither current nor .old: confirm (a commit may have raced us)
             if nones >= 3:
                 return None
+        if last is None:
+            return None
         raise _corrupt(self.name, f"kept changing while being read ({last})",
                        expected="a stable committed version", actual=f"{retries} retries")
 
@@ -131,7 +132,7 @@ class Cache:
                 raise
         return None, None, None
 
-    def _snapshot_once(self) -> "Snapshot | None":
+    def _snapshot_once(self) -> Snapshot | None:
         source, path, dfd = self._open_version()
         if dfd is None:
             return None
@@ -182,7 +183,10 @@ class Cache:
             data = os.read(fd, mf.MAX_MANIFEST_BYTES + 1)
         finally:
             os.close(fd)
-        return mf.parse(data, name=self.name)
+        try:
+            return mf.parse(data, name=self.name)
+        except CorruptCacheError as e:
+            raise _corrupt(self.name, e.message, expected=e.expected, actual=e.actual) from None
 
     def _open_member(self, dfd: int, fname: str, entry: dict, source: str, path) -> int:
         try:
@@ -214,9 +218,11 @@ class Cache:
         return WriterLock(self.paths.lock, run_id, lease_s=self.lease_s,
                           heartbeat_s=self.heartbeat_s, cache_name=self.name)
 
-    def begin(self, run: RunInfo | None = None) -> "Transaction":
+    def begin(self, run: RunInfo | None = None) -> Transaction:
         """Lock, recover, snapshot the base, create fresh staging. CacheBusyError if locked."""
         run = run or RunInfo()
+        if not self.root.is_dir():
+            fsops.mkdir(self.root, parents=True, exist_ok=True)
         lock = self.writer_lock(run.run_id).acquire()
         base = None
         try:
@@ -347,7 +353,11 @@ class Snapshot:
             raise _corrupt(self.name, f"{fname} does not match its recorded sha256",
                            expected=self.manifest["files"][fname]["sha256"], actual="other content")
         with self.open_file(fname) as f:
-            return serialize.load_value(f, max_bytes=self.manifest["files"][fname]["bytes"])
+            try:
+                return serialize.load_value(f, max_bytes=self.manifest["files"][fname]["bytes"])
+            except CorruptCacheError as e:
+                raise _corrupt(self.name, f"{fname}: {e.message}", expected=e.expected,
+                               actual=e.actual) from None
 
     def load_slot(self, slot: str, *, verify: bool = True):
         e = self.manifest["slots"].get(slot)
@@ -380,7 +390,7 @@ class Snapshot:
             os.close(self._dfd)
             self._dfd = None
 
-    def __enter__(self) -> "Snapshot":
+    def __enter__(self) -> Snapshot:
         return self
 
     def __exit__(self, *exc) -> None:
@@ -389,8 +399,8 @@ class Snapshot:
     def __del__(self):  # pragma: no cover - a forgotten snapshot must not leak fds
         try:
             self.close()
-        except Exception:  # noqa: BLE001
-            pass
+        except OSError as e:
+            log.debug("closing a forgotten snapshot: %s", e)
 
 
 def _jsonable(body, what: str) -> dict:
@@ -652,8 +662,10 @@ class Transaction:
             raise
         # Invariant 6: from here the new version is current; cleanup failures cannot unpublish it.
         self.state, self.version = "committed", m["version"]
-        for step in (lambda: fsops.fsync_dir(self.cache.root), lambda: fsops.rmtree(p.old),
-                     lambda: fsops.fsync_dir(self.cache.root)):
+        steps = [lambda: fsops.fsync_dir(self.cache.root)]
+        if moved:   # Invariant 7: .old is removed last, only once the new version is durable
+            steps += [lambda: fsops.rmtree(p.old), lambda: fsops.fsync_dir(self.cache.root)]
+        for step in steps:
             try:
                 step()
             except OSError as e:
@@ -693,7 +705,7 @@ class Transaction:
         self._finish()
         return ok
 
-    def __enter__(self) -> "Transaction":
+    def __enter__(self) -> Transaction:
         return self
 
     def __exit__(self, *exc) -> None:

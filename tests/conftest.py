@@ -26,8 +26,22 @@ from harness import tiny_models as _tm  # noqa: E402
 from harness.worker import ComfyWorker, WorkerGroup  # noqa: E402
 
 
+class _RepoRootIsNotATestPackage:
+    """The repo root is a ComfyUI pack (it has an __init__.py), so pytest >= 8 would collect it as
+    a Package and import the pack's __init__.py at setup; while the pack is being written (or if it
+    ever imports ComfyUI at module level) every test would then error. Collect it as a plain Dir."""
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_collect_directory(self, path, parent):
+        if Path(path).resolve() == host.REPO_ROOT and hasattr(pytest, "Dir"):
+            return pytest.Dir.from_parent(parent, path=Path(path))
+        return None
+
+
 def pytest_configure(config):
     config.addinivalue_line("markers", "comfy: needs a real ComfyUI worker (tests/harness)")
+    if not config.pluginmanager.has_plugin("seedreuse-root-dir"):
+        config.pluginmanager.register(_RepoRootIsNotATestPackage(), "seedreuse-root-dir")
 
 
 @pytest.hookimpl(hookwrapper=True, tryfirst=True)

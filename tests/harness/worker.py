@@ -10,6 +10,7 @@ the shared models dir, input/, output/, temp/, user/) and logs to <base_dir>/wor
 """
 from __future__ import annotations
 
+import atexit
 import json
 import os
 import shutil
@@ -109,6 +110,16 @@ def free_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
+
+
+def _port_free(port: int) -> bool:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            s.bind(("127.0.0.1", port))
+            return True
+        except OSError:
+            return False
 
 
 @lru_cache(maxsize=None)
@@ -306,11 +317,14 @@ class ComfyWorker:
 
     def start(self, timeout: float | None = None) -> "ComfyWorker":
         """Launch and block until GET /object_info answers (raises WorkerError with the log tail)."""
+        if self.alive():
+            return self
         timeout = timeout or self.startup_timeout
         self.prepare()
         attempts = 1 if self._fixed_port else 3
         for attempt in range(attempts):
-            if not self._fixed_port:
+            # a restart keeps its port when it is still free; otherwise pick a new one
+            if not self._fixed_port and (attempt > 0 or not self.port or not _port_free(self.port)):
                 self.port = free_port()
             self._launch()
             try:
@@ -325,7 +339,9 @@ class ComfyWorker:
 
     def _launch(self) -> None:
         env = os.environ.copy()
-        env.update({"PYTHONUNBUFFERED": "1", "PYTHONDONTWRITEBYTECODE": "1"})
+        env.update({"PYTHONUNBUFFERED": "1", "PYTHONDONTWRITEBYTECODE": "1",
+                    # the stand-in pack exits the worker when this process is gone
+                    "SEEDREUSE_TEST_PARENT_PID": str(os.getpid())})
         env.update({k: str(v) for k, v in self.env.items()})
         self._close_log()
         self._log = open(self.log_path, "ab", buffering=0)
@@ -335,6 +351,7 @@ class ComfyWorker:
         self.proc = subprocess.Popen(self.command(), cwd=str(host.comfyui_dir()), env=env,
                                      stdin=subprocess.DEVNULL, stdout=self._log, stderr=subprocess.STDOUT,
                                      start_new_session=True)
+        _LIVE.add(self)
 
     def _wait_ready(self, timeout: float) -> None:
         deadline = time.monotonic() + timeout
@@ -378,6 +395,7 @@ class ComfyWorker:
             except ProcessLookupError:
                 pass
         self.proc = None
+        _LIVE.discard(self)
 
     def _sigkill(self) -> None:
         p = self.proc
@@ -400,6 +418,7 @@ class ComfyWorker:
         try:
             self._sigkill()
             self.proc = None
+            _LIVE.discard(self)
         finally:
             self._close_log()
 
@@ -465,6 +484,33 @@ class ComfyWorker:
     def object_info(self, node_class: str | None = None) -> dict:
         return self.get_json("/object_info" + (f"/{node_class}" if node_class else ""))
 
+    def import_errors(self, pack: str | None = None) -> list[str]:
+        """Log lines (with the traceback lines before them) where ComfyUI reported a custom-node
+        pack failing to import or its comfy_entrypoint failing; pack filters by link name."""
+        lines = self.log_text().splitlines()
+        out = []
+        for i, ln in enumerate(lines):
+            if ("Cannot import" in ln or "Error while calling comfy_entrypoint" in ln
+                    or "comfy_entrypoint in" in ln) and "custom_nodes" in ln and "comfy_extras" not in ln:
+                if pack is None or f"/{pack}" in ln:
+                    j = i
+                    if j > 1 and not lines[j - 1].strip():
+                        j -= 1  # ComfyUI prints the traceback, a blank line, then "Cannot import"
+                    while j > 0 and (lines[j - 1].startswith((" ", "Traceback")) or "Error" in lines[j - 1]):
+                        j -= 1
+                    out.append("\n".join(lines[j:i + 1]))
+        return out
+
+    def require_nodes(self, *node_ids: str) -> dict:
+        """Assert these node classes are registered (GET /object_info); on failure the error
+        names the packs' import errors from the log. Returns their object_info entries."""
+        info = self.object_info()
+        missing = [n for n in node_ids if n not in info]
+        if missing:
+            errs = "\n".join(self.import_errors()) or "(no import error in the log)"
+            raise AssertionError(f"{self.name}: node classes not registered: {missing}\n{errs}")
+        return {n: info[n] for n in node_ids}
+
     # ------------------------------------------------------------------ prompts
     def queue(self, prompt: dict, client_id: str | None = None, *, prompt_id: str | None = None,
               extra_data: dict | None = None) -> str:
@@ -503,10 +549,11 @@ class ComfyWorker:
     def interrupt(self, prompt_id: str | None = None) -> None:
         self.post_json("/interrupt", {"prompt_id": prompt_id} if prompt_id else {})
 
-    def free(self, unload_models: bool = True, free_memory: bool = True) -> None:
-        """POST /free: empties ComfyUI's in-memory output cache (applied after the next prompt ends
-        or immediately when idle)."""
+    def free(self, unload_models: bool = True, free_memory: bool = True, settle: float = 0.3) -> None:
+        """POST /free: empties ComfyUI's in-memory output cache. The prompt thread applies it when
+        idle (or after the running prompt); settle seconds give it time before the next queue."""
         self.post_json("/free", {"unload_models": unload_models, "free_memory": free_memory})
+        time.sleep(settle)
 
     # ------------------------------------------------------------------ stand-in pack routes
     def counts(self) -> dict:
@@ -579,6 +626,15 @@ class WorkerGroup:
 
     def __len__(self):
         return len(self.workers)
+
+
+_LIVE: "set[ComfyWorker]" = set()
+
+
+@atexit.register
+def _kill_leftovers() -> None:
+    for w in list(_LIVE):
+        _quiet(w.kill)
 
 
 def _quiet(fn):

@@ -4,6 +4,9 @@ Loaded by the test workers (tests/harness/worker.py symlinks this folder into cu
 Never shipped: the real pack is the repository root.
 """
 import logging
+import os
+import threading
+import time
 
 from typing_extensions import override
 
@@ -21,6 +24,28 @@ class SeedReuseTestExtension(ComfyExtension):
 
 
 _routes_done = False
+
+
+def _start_parent_watchdog() -> None:
+    """Exit when the test process that started this worker is gone (it sets
+    SEEDREUSE_TEST_PARENT_PID), so a killed pytest never leaves ComfyUI servers behind."""
+    pid = os.environ.get("SEEDREUSE_TEST_PARENT_PID")
+    if not pid or not pid.isdigit():
+        return
+    pid = int(pid)
+
+    def loop():
+        while True:
+            time.sleep(1.0)
+            if os.getppid() != pid:
+                _log.warning("seedreuse test: parent %s is gone, exiting", pid)
+                os._exit(3)
+
+    if os.getppid() == pid:
+        threading.Thread(target=loop, daemon=True, name="seedreuse-test-parent-watchdog").start()
+
+
+_start_parent_watchdog()
 
 
 async def comfy_entrypoint() -> SeedReuseTestExtension:

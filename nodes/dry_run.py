@@ -1,0 +1,150 @@
+"""Dry run: what would each reuse node of an API-format prompt do, without executing anything.
+
+It computes the same keys as execution (including the host change tokens ComfyUI adds,
+e.g. LoadImage's file hash) and compares them with the committed caches, read-only.
+"""
+from __future__ import annotations
+
+import copy
+
+from ..reuse_backend import roots, segments
+from ..reuse_backend.errors import ReuseError
+from ..reuse_backend.segment_plan import RESULT_FILE, SECTION, make_spec, plan_resume
+from ..reuse_backend.slots import decide_slot
+from ..reuse_backend.store import Cache
+from . import host
+from .encode_nodes import IO_TYPE_BY_NODE_ID
+from .graph_view import ENCODE_PREFIX, PREFIX, GraphView, session_of, slot_key
+from .segment_loop import segment_key
+from .segment_state import START_ID, find_end_node
+
+
+def _declared_inputs(cls) -> set:
+    try:
+        spec = cls.INPUT_TYPES()
+    except Exception:
+        return set()
+    return set((spec.get("required") or {})) | set((spec.get("optional") or {}))
+
+
+def fill_change_tokens(prompt: dict) -> dict:
+    """A copy of ``prompt`` with ComfyUI's per-node ``is_changed`` values filled in."""
+    import nodes as comfy_nodes  # ComfyUI's node registry (the host's top-level module)
+    from ..reuse_backend.graph_key import is_link
+    out = copy.deepcopy(prompt)
+    for node in out.values():
+        if not isinstance(node, dict):
+            continue
+        ct = node.get("class_type", "")
+        cls = comfy_nodes.NODE_CLASS_MAPPINGS.get(ct)
+        if cls is None or ct.startswith(PREFIX):
+            continue
+        fn = None
+        if hasattr(cls, "GET_SCHEMA") and "fingerprint_inputs" in vars(cls):
+            fn = cls.fingerprint_inputs
+        elif hasattr(cls, "IS_CHANGED"):
+            fn = cls.IS_CHANGED
+        if fn is None:
+            continue
+        declared = _declared_inputs(cls)
+        literals = {k: v for k, v in (node.get("inputs") or {}).items() if k in declared and not is_link(v)}
+        try:
+            node["is_changed"] = [fn(**literals)]
+        except Exception:
+            node["is_changed"] = float("nan")
+    return out
+
+
+def _snapshot(name: str):
+    return Cache(host.cache_root(), roots.validate_cache_name(name)).snapshot()
+
+
+def _err(e: Exception) -> dict:
+    return e.to_dict() if isinstance(e, ReuseError) else {"type": type(e).__name__, "message": str(e)}
+
+
+def _session(view, node_id):
+    sess = session_of(view, node_id)
+    if not sess:
+        raise ValueError(f"node {node_id} has no SeedReuse Session connected")
+    return sess
+
+
+def dry_run(prompt: dict) -> dict:
+    view = GraphView(fill_change_tokens(prompt))
+    snaps: dict = {}
+    result = {"nodes": {}, "segments": {}}
+    try:
+        for nid, node in prompt.items():
+            ct = node.get("class_type", "") if isinstance(node, dict) else ""
+            if ct.startswith(ENCODE_PREFIX):
+                result["nodes"][nid] = _slot_answer(view, nid, ct, snaps)
+            elif ct == START_ID:
+                result["segments"][nid] = _segment_answer(view, nid, snaps)
+    finally:
+        for s in snaps.values():
+            if s is not None:
+                s.close()
+    return result
+
+
+def _cached_snapshot(snaps, name):
+    if name not in snaps:
+        snaps[name] = _snapshot(name)
+    return snaps[name]
+
+
+def _slot_answer(view, nid, ct, snaps) -> dict:
+    slot = (view.get(nid).get("inputs") or {}).get("slot")
+    try:
+        sess = _session(view, nid)
+        name, mode = sess.get("cache_name", "default"), sess.get("reuse", "auto")
+        d = decide_slot(_cached_snapshot(snaps, name), cache_name=name, slot=slot,
+                        key=slot_key(view, nid, IO_TYPE_BY_NODE_ID.get(ct, "*")), mode=mode)
+        return {"kind": "slot", "slot": slot, "cache": name, "mode": mode, "will": d.action,
+                "reason": d.reason, "mismatch": d.mismatch, "key": d.key.digest}
+    except Exception as e:
+        return {"kind": "slot", "slot": slot, "will": "fail", "reason": str(e), "error": _err(e)}
+
+
+def _segment_answer(view, nid, snaps) -> dict:
+    inputs = view.get(nid).get("inputs") or {}
+    out: dict = {"kind": "segments"}
+    try:
+        sess = _session(view, nid)
+        name, n = sess.get("cache_name", "default"), int(sess.get("reuse_prefix_segments", 0))
+        F, M, fps = int(inputs["segment_frames"]), int(inputs["motion_frames"]), float(inputs["fps"])
+        total = int(inputs.get("total_frames") or 0)
+        out.update({"cache": name, "N": n, "F": F, "M": M})
+        snap = _cached_snapshot(snaps, name)
+        section = ((snap.manifest.get("sections") or {}).get(SECTION) if snap else None) or {}
+        prev = section.get("spec") or {}
+        if prev:
+            out["previous"] = {"segments": prev.get("S"), "frames": section.get("frames"),
+                               "seed": section.get("seed"), "segment_starts": section.get("segment_starts"),
+                               "result": RESULT_FILE}
+        if total == 0:  # duration from audio: only known at run time; use the previous run's
+            total = int(prev.get("total_frames") or 0)
+        if total <= 0:
+            raise ValueError("total_frames is 0 (audio duration) and there is no previous run to take it from")
+        spec = make_spec(F, M, fps, total)
+        out["S"] = spec.S
+        out["prefix_frames_by_n"] = [segments.prefix_frames(i, F, M) for i in range(spec.S)]
+        end_id = find_end_node(view, nid)
+        if end_id is None:
+            raise ValueError("no Segment Loop End is connected to this Segment Loop Start")
+        key = segment_key(view, end_id, spec)
+        audio_expected = "audio" in inputs
+        plan = plan_resume(snap, cache_name=name, N=n, spec=spec, key=key, audio_expected=audio_expected)
+        valid = []
+        for cand in range(spec.S):
+            try:
+                plan_resume(snap, cache_name=name, N=cand, spec=spec, key=key, audio_expected=audio_expected)
+                valid.append(cand)
+            except Exception:
+                pass
+        out.update({"valid": True, "will": "resume" if n else "generate", "plan": plan.describe(),
+                    "valid_n": valid, "key": key.digest})
+    except Exception as e:
+        out.update({"valid": False, "will": "fail", "reason": str(e), "error": _err(e)})
+    return out

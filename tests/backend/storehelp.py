@@ -1,0 +1,135 @@
+"""Shared helpers of the store/lock/crash/fault/concurrency tests (plain module, no fixtures).
+
+A "version" written by ``write_version(cache, marker)`` has 2 slots, 3 boundaries and a
+result file, every tensor filled with ``marker`` and the result holding ``result-<marker>``,
+so a reader can tell from content alone which version each file belongs to.
+"""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import threading
+
+import torch
+
+from reuse_backend import fsops
+from reuse_backend.store import Cache, RunInfo
+
+SLOTS = ("text", "image")
+BOUNDARIES = (0, 1, 2)
+
+
+def slot_value(marker: int, slot: str) -> dict:
+    return {"cond": torch.full((2, 3), float(marker)), "pooled": [torch.full((4,), float(marker))],
+            "slot": slot, "marker": marker}
+
+
+def boundary_value(marker: int, i: int) -> torch.Tensor:
+    return torch.full((1, 2, 2), float(marker), dtype=torch.bfloat16)
+
+
+def result_bytes(marker: int) -> bytes:
+    return f"result-{marker}".encode() * 10
+
+
+def write_version(cache: Cache, marker: int, *, run_id: str | None = None) -> str:
+    """begin -> stage 2 slots + 3 boundaries + result file -> commit (discard on failure)."""
+    tx = cache.begin(RunInfo(run_id=run_id or f"run-{marker}", extra={"marker": marker}))
+    try:
+        for slot in SLOTS:
+            tx.stage_slot(slot, slot_value(marker, slot), key={"slot": slot}, meta={"m": marker})
+        for i in BOUNDARIES:
+            tx.stage_boundary(i, boundary_value(marker, i), {"i": i})
+        path = tx.stage_path("result.mp4")
+        with open(path, "wb") as f:
+            f.write(result_bytes(marker))
+        tx.add_file("result.mp4")
+        tx.set_section("segments", {"count": len(BOUNDARIES) + 1, "marker": marker})
+        return tx.commit()
+    except BaseException:
+        tx.discard()
+        raise
+
+
+def snapshot_marker(snap) -> int:
+    """The marker of a snapshot; asserts every file of it belongs to that same version."""
+    marker = snap.manifest["run"]["extra"]["marker"]
+    assert snap.manifest["sections"]["segments"]["marker"] == marker
+    assert set(snap.manifest["slots"]) == set(SLOTS)
+    assert snap.boundary_indices() == list(BOUNDARIES)
+    for slot in SLOTS:
+        v = snap.load_slot(slot)
+        assert v["marker"] == marker and v["slot"] == slot
+        assert torch.equal(v["cond"], torch.full((2, 3), float(marker)))
+        assert torch.equal(v["pooled"][0], torch.full((4,), float(marker)))
+    for i in BOUNDARIES:
+        assert torch.equal(snap.load_boundary(i), boundary_value(marker, i))
+    with snap.open_file("result.mp4") as f:
+        assert f.read() == result_bytes(marker)
+    assert snap.verify_hashes() == []
+    return marker
+
+
+def cache_marker(cache: Cache) -> int | None:
+    snap = cache.snapshot()
+    if snap is None:
+        return None
+    with snap:
+        return snapshot_marker(snap)
+
+
+def cache_state(cache: Cache) -> tuple[int | None, dict | None]:
+    """(marker, manifest) of the committed version, after checking all of its content."""
+    snap = cache.snapshot()
+    if snap is None:
+        return None, None
+    with snap:
+        return snapshot_marker(snap), snap.manifest
+
+
+def normalized(m: dict | None) -> dict | None:
+    """A manifest without what differs between two runs writing the same content."""
+    if m is None:
+        return None
+    m = json.loads(json.dumps(m))
+    del m["version"], m["created_at"], m["run"]["host"], m["run"]["pid"]
+    return m
+
+
+def entries(root) -> list[str]:
+    return sorted(os.listdir(root))
+
+
+class OpHook:
+    """fsops hook: counts main-thread operations and acts on the k-th (1-based) one.
+
+    action(op, path) is called for op number k (and every later one when persistent).
+    Heartbeat threads are not counted, so op numbers are deterministic.
+    """
+
+    def __init__(self, k: int | None = None, action=None, persistent: bool = False):
+        self.k, self.action, self.persistent = k, action, persistent
+        self.count = 0
+        self.fired = False
+        self.ops: list[tuple[str, str]] = []
+
+    def __call__(self, op: str, path: str) -> None:
+        if threading.current_thread() is not threading.main_thread():
+            return
+        self.count += 1
+        self.ops.append((op, os.path.basename(path)))
+        if self.k is not None and (self.count == self.k or (self.persistent and self.count > self.k)):
+            self.fired = True
+            self.action(op, path)
+
+    def __enter__(self):
+        fsops.set_hook(self)
+        return self
+
+    def __exit__(self, *exc):
+        fsops.clear_hook()
+
+
+def copy_root(src, dst) -> None:
+    shutil.copytree(src, dst, symlinks=True)

@@ -1,0 +1,89 @@
+"""FAULTS: OSError (ENOSPC, EIO, ESTALE) injected at the k-th fs operation of a full run.
+
+One-shot (only op k fails) and persistent (op k and every later one fail, including the
+cleanup in discard), for every k until the run completes without reaching the fault.
+Afterwards, with the fault cleared: the run either raised or succeeded, the cache is
+exactly the previous version (run raised) or exactly the new one (run succeeded), never
+torn, and the next begin works (it also breaks the lock the failed run could not remove).
+"""
+import errno
+import os
+import shutil
+
+import pytest
+from storehelp import (
+    OpHook,
+    cache_marker,
+    cache_state,
+    entries,
+    normalized,
+    write_version,
+)
+
+from reuse_backend.check import check
+from reuse_backend.errors import ReuseError
+from reuse_backend.store import Cache
+
+ERRNOS = {"ENOSPC": errno.ENOSPC, "EIO": errno.EIO, "ESTALE": errno.ESTALE}
+
+
+@pytest.mark.parametrize("persistent", [False, True], ids=["one-shot", "persistent"])
+@pytest.mark.parametrize("err", sorted(ERRNOS))
+def test_fault_at_every_fs_operation(tmp_path, err, persistent):
+    template = tmp_path / "template"
+    template.mkdir()
+    write_version(Cache(template, "a"), 1)
+    prev_manifest = cache_state(Cache(template, "a"))[1]
+    clean = tmp_path / "clean"
+    clean.mkdir()
+    shutil.copytree(template, clean, dirs_exist_ok=True)
+    write_version(Cache(clean, "a"), 2)
+    new_manifest = normalized(cache_state(Cache(clean, "a"))[1])
+    code = ERRNOS[err]
+
+    def fail(op, path):
+        raise OSError(code, f"injected {err} before {op}", path)
+
+    k, raised, succeeded = 0, 0, 0
+    while True:
+        k += 1
+        root = tmp_path / f"k{k}"
+        shutil.copytree(template, root)
+        cache = Cache(root, "a")
+        ok = False
+        with OpHook(k, fail, persistent) as hook:
+            try:
+                write_version(cache, 2)
+                ok = True
+            except (OSError, ReuseError) as e:
+                assert hook.fired, f"{err} point {k}: unexpected failure {e!r}"
+        marker, m = cache_state(cache)
+        assert marker == (2 if ok else 1), f"{err} point {k} ok={ok}: cache holds {marker}"
+        assert (normalized(m) == new_manifest) if ok else (m == prev_manifest), f"{err} point {k}"
+        with cache.begin() as tx:                          # the next begin works
+            assert tx.base.version == cache.snapshot().version
+        assert cache_marker(cache) == marker
+        assert entries(root) == ["a"], f"{err} point {k}: {entries(root)}"
+        assert check(root, "a") == []
+        shutil.rmtree(root)
+        if not hook.fired:
+            break
+        raised += not ok
+        succeeded += ok
+    assert raised > 30
+    print(f"\nfault {err} {'persistent' if persistent else 'one-shot'}: {k - 1} fault points "
+          f"(run raised at {raised}, committed anyway at {succeeded}), +1 clean run")
+
+
+def test_commit_failure_between_renames_restores_previous(tmp_path):
+    cache = Cache(tmp_path, "a")
+    write_version(cache, 1)
+
+    def fail_second_rename(op, path):
+        if op == "rename" and os.path.basename(path) == "a.tmp":
+            raise OSError(errno.EIO, "injected", path)
+
+    with OpHook(1, fail_second_rename, persistent=True), pytest.raises(OSError):
+        write_version(cache, 2)
+    assert entries(tmp_path) == ["a"]
+    assert cache_marker(cache) == 1

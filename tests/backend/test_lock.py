@@ -1,0 +1,202 @@
+"""reuse_backend.lock: owner record, stale-lock breaking, heartbeat, fencing."""
+import errno
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+
+import pytest
+import torch
+from storehelp import OpHook, cache_marker, entries, write_version
+
+from reuse_backend import lock as lk
+from reuse_backend.errors import CacheBusyError, TransactionError
+from reuse_backend.lock import WriterLock
+from reuse_backend.store import Cache
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def _fake_lock(path, *, host=None, pid=1, pid_start=None, run_id="other", age=0.0, lease_s=120.0):
+    path.write_text(json.dumps({"host": host or socket.gethostname(), "pid": pid,
+                                "pid_start": pid_start, "pid_ns": lk.pid_namespace(), "run_id": run_id,
+                                "started_at": time.time() - age, "lease_s": lease_s}))
+    t = time.time() - age
+    os.utime(path, (t, t))
+
+
+def test_owner_record_and_release(tmp_path):
+    path = tmp_path / "c.lock"
+    with WriterLock(path, "r1") as lock:
+        owner = json.loads(path.read_text())
+        assert set(owner) == {"host", "pid", "pid_start", "pid_ns", "run_id", "started_at",
+                              "lease_s"}
+        assert owner["pid"] == os.getpid() and owner["run_id"] == "r1"
+        assert owner["host"] == socket.gethostname()
+        assert owner["pid_start"] == lk.pid_start(os.getpid()) is not None
+        assert lock.held()
+        with pytest.raises(CacheBusyError, match="cache 'c' is being written by run r1 on host"):
+            WriterLock(path, "r2").acquire()
+    assert os.listdir(tmp_path) == []
+
+
+def test_dead_pid_on_this_host_is_broken(tmp_path):
+    p = subprocess.Popen([sys.executable, "-c", "pass"])
+    p.wait()
+    path = tmp_path / "c.lock"
+    _fake_lock(path, pid=p.pid, run_id="dead")
+    with WriterLock(path, "mine") as lock:
+        assert "is gone" in lock.broke[0]
+        assert json.loads(path.read_text())["run_id"] == "mine"
+    assert os.listdir(tmp_path) == []
+
+
+def test_reused_pid_is_broken(tmp_path):
+    p = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
+    try:
+        path = tmp_path / "c.lock"
+        time.sleep(0.05)
+        _fake_lock(path, pid=p.pid, pid_start=(lk.pid_start(p.pid) or 0) + 1)
+        with WriterLock(path, "mine") as lock:
+            assert "reused" in lock.broke[0]
+    finally:
+        p.kill()
+        p.wait()
+
+
+def test_sigkilled_holder_subprocess(tmp_path):
+    cache = Cache(tmp_path, "c")
+    write_version(cache, 1)
+    p = subprocess.Popen([sys.executable, os.path.join(HERE, "writer_proc.py"), "hold",
+                          str(tmp_path), "c", "holder-run"], stdout=subprocess.PIPE, text=True)
+    try:
+        assert p.stdout.readline().strip() == "held"
+        with pytest.raises(CacheBusyError) as ei:
+            cache.begin()
+        msg = str(ei.value)
+        assert "holder-run" in msg and f"pid {p.pid}" in msg and socket.gethostname() in msg
+        assert ei.value.details["owner"]["pid"] == p.pid
+        assert ei.value.expected and ei.value.actual and ei.value.fix
+    finally:
+        p.send_signal(signal.SIGKILL)
+        p.wait()
+    with cache.begin() as tx:                            # the dead holder's lock is broken
+        assert any("holder-run" in r for r in tx.recovered)
+    assert cache_marker(cache) == 1 and entries(tmp_path) == ["c"]
+
+
+def test_dead_pid_in_another_pid_namespace_is_not_judged(tmp_path):
+    p = subprocess.Popen([sys.executable, "-c", "pass"])
+    p.wait()
+    path = tmp_path / "c.lock"
+    _fake_lock(path, pid=p.pid, run_id="container")
+    owner = json.loads(path.read_text())
+    owner["pid_ns"] = "pid:[1]"                           # same host name, other container
+    path.write_text(json.dumps(owner))
+    with pytest.raises(CacheBusyError, match="container"):
+        WriterLock(path, "mine").acquire()
+
+
+def test_fresh_lock_of_other_host_is_not_broken(tmp_path):
+    path = tmp_path / "c.lock"
+    _fake_lock(path, host="render-07.example", pid=1, run_id="remote", age=100)  # mtime 100s < 120s lease
+    with pytest.raises(CacheBusyError, match="run remote on host render-07.example") as ei:
+        WriterLock(path, "mine").acquire()
+    assert ei.value.details["owner"]["host"] == "render-07.example"
+    assert json.loads(path.read_text())["run_id"] == "remote"
+
+
+def test_expired_lock_of_other_host_is_broken(tmp_path):
+    path = tmp_path / "c.lock"
+    _fake_lock(path, host="render-07.example", pid=1, run_id="remote", age=500)
+    with WriterLock(path, "mine") as lock:
+        assert "heartbeat" in lock.broke[0]
+
+
+def test_unreadable_lock(tmp_path):
+    path = tmp_path / "c.lock"
+    path.write_bytes(b"")
+    with pytest.raises(CacheBusyError, match="unknown run"):
+        WriterLock(path, "mine").acquire()
+    os.utime(path, (time.time() - 500, time.time() - 500))
+    with WriterLock(path, "mine"):
+        pass
+
+
+def test_heartbeat_keeps_lock_fresh(tmp_path):
+    path = tmp_path / "c.lock"
+    a = WriterLock(path, "A", lease_s=0.6, heartbeat_s=0.1).acquire()
+    time.sleep(1.5)
+    with pytest.raises(CacheBusyError):
+        WriterLock(path, "B", lease_s=0.6).acquire()
+    a._stop_heartbeat()                                  # owner hangs: no more heartbeats
+    time.sleep(1.0)
+    b = WriterLock(path, "B", lease_s=0.6).acquire()     # lease expired: broken
+    assert not a.held() and b.held()
+    a.release()                                          # not ours any more: left alone
+    assert json.loads(path.read_text())["run_id"] == "B"
+    b.release()
+    assert not path.exists()
+
+
+def test_breaker_restores_a_lock_that_turned_fresh(tmp_path):
+    path = tmp_path / "c.lock"
+    _fake_lock(path, host="render-07.example", run_id="remote", age=500)
+    ino = os.stat(path).st_ino
+
+    def owner_beats(op, p):                  # the owner heartbeats right before our rename
+        if op == "rename" and p == str(path):
+            os.utime(path)
+
+    with OpHook(1, owner_beats, persistent=True), pytest.raises(CacheBusyError, match="remote"):
+        WriterLock(path, "mine").acquire()
+    assert os.stat(path).st_ino == ino and json.loads(path.read_text())["run_id"] == "remote"
+    assert os.listdir(tmp_path) == ["c.lock"]
+
+
+def test_abandoned_lock_of_this_process_is_broken(tmp_path):
+    path = tmp_path / "c.lock"
+    a = WriterLock(path, "A").acquire()
+
+    def fail(op, p):
+        if op == "unlink" and p == str(path):
+            raise OSError(errno.EIO, "injected", p)
+
+    with OpHook(1, fail, persistent=True), pytest.raises(OSError):
+        a.release()                                   # the lock file stays behind
+    assert path.exists()
+    with WriterLock(path, "B") as b:                     # same live pid, but A is not held
+        assert "no longer holds run A" in b.broke[0]
+
+
+def test_fencing_stolen_lock_commit_refuses(tmp_path):
+    cache = Cache(tmp_path, "c")
+    write_version(cache, 1)
+    tx = cache.begin()
+    tx.stage_boundary(0, torch.zeros(1))
+    os.unlink(tmp_path / "c.lock")                       # lease expired, someone broke it ...
+    thief = WriterLock(tmp_path / "c.lock", "thief").acquire()   # ... and took it
+    assert not tx.lock.held()
+    with pytest.raises(TransactionError, match="lost the writer lock"):
+        tx.commit()
+    assert tx.state == "fenced"
+    tx.discard()                                          # must not touch the thief's staging
+    assert (tmp_path / "c.tmp").exists() and thief.held()
+    assert cache_marker(cache) == 1
+    thief.release()
+    cache.begin().discard()
+    assert entries(tmp_path) == ["c"]
+
+
+def test_fencing_replaced_staging(tmp_path):
+    cache = Cache(tmp_path, "c")
+    tx = cache.begin()
+    os.rename(tmp_path / "c.tmp", tmp_path / "gone")
+    os.mkdir(tmp_path / "c.tmp")
+    with pytest.raises(TransactionError, match="lost the writer lock"):
+        tx.stage_boundary(0, torch.zeros(1))
+    tx.discard()
+    assert not (tmp_path / "c.lock").exists()

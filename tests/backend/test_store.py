@@ -1,0 +1,265 @@
+"""reuse_backend.store: stage / commit / discard lifecycle, latest-success, carry, snapshots."""
+import json
+import multiprocessing
+import os
+
+import pytest
+import torch
+from storehelp import (
+    BOUNDARIES,
+    SLOTS,
+    boundary_value,
+    cache_marker,
+    entries,
+    slot_value,
+    snapshot_marker,
+    write_version,
+)
+
+from reuse_backend import manifest as mf
+from reuse_backend import roots
+from reuse_backend.__main__ import main as cli
+from reuse_backend.errors import (
+    CacheBusyError,
+    InvalidCacheNameError,
+    InvalidRequestError,
+    NoCommittedCacheError,
+    TransactionError,
+)
+from reuse_backend.store import Cache, RunInfo, list_caches
+
+
+def test_empty_cache_has_no_snapshot(tmp_path):
+    assert Cache(tmp_path, "a").snapshot() is None
+
+
+def test_commit_then_read(tmp_path):
+    cache = Cache(tmp_path, "a")
+    version = write_version(cache, 1)
+    assert entries(tmp_path) == ["a"]                      # no .tmp, .old, .lock left
+    with cache.snapshot() as snap:
+        assert snap.version == version and snap.source == "current"
+        assert snapshot_marker(snap) == 1
+        assert snap.slot_entry("text") == {"file": "slot_text.safetensors", "key": {"slot": "text"},
+                                           "meta": {"m": 1}}
+        assert snap.slot_entry("nope") is None
+        assert snap.manifest["run"]["run_id"] == "run-1"
+        with pytest.raises(NoCommittedCacheError, match="no slot 'nope'"):
+            snap.load_slot("nope")
+        with pytest.raises(NoCommittedCacheError, match="no boundary 7"):
+            snap.load_boundary(7)
+    names = set(os.listdir(tmp_path / "a"))
+    assert names == {"manifest.json", "STAGING.json", "result.mp4", "slot_text.safetensors",
+                     "slot_image.safetensors"} | {mf.boundary_file(i) for i in BOUNDARIES}
+
+
+def test_discard_keeps_previous_and_cleans_up(tmp_path):
+    cache = Cache(tmp_path, "a")
+    v1 = write_version(cache, 1)
+    tx = cache.begin(RunInfo(run_id="b"))
+    assert tx.base.version == v1
+    tx.stage_slot("text", slot_value(2, "text"), key={}, meta={})
+    assert (tmp_path / "a.tmp" / "slot_text.safetensors").exists()
+    assert json.loads((tmp_path / "a.tmp" / "STAGING.json").read_text())["run_id"] == "b"
+    tx.discard()
+    assert entries(tmp_path) == ["a"]
+    assert cache_marker(cache) == 1
+    assert tx.discard() is True                            # idempotent
+    with pytest.raises(TransactionError, match="discarded"):
+        tx.stage_slot("text", slot_value(2, "text"), key={}, meta={})
+    with pytest.raises(TransactionError):
+        tx.commit()
+
+
+def test_latest_success(tmp_path):
+    cache = Cache(tmp_path, "a")
+    write_version(cache, 1)                                # A succeeds
+    with pytest.raises(RuntimeError), cache.begin(RunInfo(run_id="B")) as tx:   # B fails mid-run
+        tx.stage_slot("text", slot_value(2, "text"), key={}, meta={})
+        raise RuntimeError("DiT failed")
+    assert cache_marker(cache) == 1                        # A is still the baseline
+    write_version(cache, 3)                                # C succeeds -> new baseline
+    assert cache_marker(cache) == 3
+    assert entries(tmp_path) == ["a"]
+
+
+def test_transaction_single_use(tmp_path):
+    cache = Cache(tmp_path, "a")
+    tx = cache.begin()
+    tx.set_section("s", {"x": 1})
+    tx.commit()
+    with pytest.raises(TransactionError, match="committed"):
+        tx.commit()
+    with pytest.raises(TransactionError):
+        tx.set_section("s", {})
+    assert tx.discard() is True                            # no-op after commit
+    assert cache.snapshot().manifest["sections"] == {"s": {"x": 1}}
+
+
+def test_one_writer_at_a_time(tmp_path):
+    cache = Cache(tmp_path, "a")
+    tx = cache.begin(RunInfo(run_id="first"))
+    with pytest.raises(CacheBusyError, match="first") as ei:
+        cache.begin(RunInfo(run_id="second"))
+    assert ei.value.details["owner"]["run_id"] == "first"
+    assert "another cache name" in str(ei.value)
+    tx.discard()
+    cache.begin(RunInfo(run_id="second")).discard()
+
+
+def test_carry_hard_links(tmp_path):
+    cache = Cache(tmp_path, "a")
+    write_version(cache, 1)
+    before = {f: os.stat(tmp_path / "a" / f).st_ino for f in os.listdir(tmp_path / "a")}
+    tx = cache.begin(RunInfo(run_id="carry", extra={"marker": 1}))
+    for slot in SLOTS:
+        tx.carry_slot(slot)
+    for i in BOUNDARIES:
+        tx.carry_boundary(i)
+    tx.carry_file("result.mp4")
+    tx.set_section("segments", {"marker": 1})
+    staged = tmp_path / "a.tmp" / "slot_text.safetensors"
+    assert os.stat(staged).st_ino == before["slot_text.safetensors"]
+    assert os.stat(staged).st_nlink == 2
+    v2 = tx.commit()
+    with cache.snapshot() as snap:
+        assert snap.version == v2 and snapshot_marker(snap) == 1
+        assert snap.slot_entry("text")["meta"] == {"m": 1}
+    for f in ("slot_text.safetensors", mf.boundary_file(2), "result.mp4"):
+        assert os.stat(tmp_path / "a" / f).st_ino == before[f]
+
+
+def test_restage_after_carry_does_not_touch_base(tmp_path):
+    cache = Cache(tmp_path, "a")
+    write_version(cache, 1)
+    tx = cache.begin()
+    tx.carry_boundary(0)
+    tx.stage_boundary(0, boundary_value(9, 0))            # replaces the link, not the inode
+    path = tx.stage_path("result.mp4")
+    with open(path, "wb") as f:
+        f.write(b"new")
+    assert cache_marker(cache) == 1                       # base untouched while staging
+    tx.discard()
+
+
+def test_carry_errors(tmp_path):
+    cache = Cache(tmp_path, "a")
+    tx = cache.begin()
+    with pytest.raises(NoCommittedCacheError, match="no committed version"):
+        tx.carry_slot("text")
+    tx.discard()
+    write_version(cache, 1)
+    with cache.begin() as tx:
+        with pytest.raises(NoCommittedCacheError, match="no boundary 5"):
+            tx.carry_boundary(5)
+        with pytest.raises(NoCommittedCacheError, match="no slot 'x'"):
+            tx.carry_slot("x")
+
+
+def test_stage_path_rules(tmp_path):
+    cache = Cache(tmp_path, "a")
+    with cache.begin() as tx:
+        for bad in ("../x", "manifest.json", "STAGING.json", ".hidden", "a/b"):
+            with pytest.raises((InvalidCacheNameError, TransactionError)):
+                tx.stage_path(bad)
+        with pytest.raises(TransactionError, match="without stage_path"):
+            tx.add_file("result.mp4")
+        tx.stage_path("result.mp4")
+        with pytest.raises(TransactionError, match="cannot be opened"):
+            tx.add_file("result.mp4")                      # never written
+        with pytest.raises(TransactionError, match="never added"):
+            tx.commit()
+    with cache.begin() as tx:
+        with pytest.raises(TransactionError, match="plain JSON"):
+            tx.set_section("s", {"x": object()})
+        with pytest.raises(TransactionError, match="boundary index"):
+            tx.stage_boundary(-1, torch.zeros(1))
+        os.symlink("/etc/hostname", tx.stage_path("link.txt"))
+        with pytest.raises(TransactionError):
+            tx.add_file("link.txt")
+    assert cache.snapshot() is None
+
+
+def _commit_in_child(root, marker):
+    write_version(Cache(root, "a"), marker)
+
+
+def test_snapshot_stable_across_concurrent_commit(tmp_path):
+    cache = Cache(tmp_path, "a")
+    write_version(cache, 1)
+    snap = cache.snapshot()
+    ctx = multiprocessing.get_context("fork")
+    for marker in (2, 3):                                   # two commits remove version 1's dir
+        p = ctx.Process(target=_commit_in_child, args=(tmp_path, marker))
+        p.start()
+        p.join(30)
+        assert p.exitcode == 0
+    assert cache_marker(cache) == 3
+    assert not (tmp_path / "a.old").exists()
+    assert snapshot_marker(snap) == 1                       # the pinned snapshot still reads v1
+    snap.close()
+
+
+def test_reader_falls_back_to_old_during_commit_window(tmp_path):
+    cache = Cache(tmp_path, "a")
+    write_version(cache, 1)
+    os.rename(tmp_path / "a", tmp_path / "a.old")          # as after current -> .old
+    with cache.snapshot() as snap:
+        assert snap.source == "old" and snapshot_marker(snap) == 1
+    assert cache.recover() == ["restored previous version from a.old"]
+    assert cache_marker(cache) == 1
+
+
+def test_recover_and_clear(tmp_path):
+    cache = Cache(tmp_path, "a")
+    write_version(cache, 1)
+    (tmp_path / "a.old").mkdir()
+    (tmp_path / "a.tmp").mkdir()
+    done = cache.recover()
+    assert done == ["removed leftover a.old", "removed unfinished staging a.tmp"]
+    assert cache_marker(cache) == 1
+    assert cache.clear() == ["removed committed version of 'a'"]
+    assert entries(tmp_path) == [] and cache.snapshot() is None
+
+
+def test_names_and_roots(tmp_path, monkeypatch):
+    for bad in ("", ".", "..", "../x", "/etc/passwd", "a/b", "a\\b", ".a", "a%2fb", "a\0b",
+                "a" * 65, "a.b", " a", "a\n"):
+        with pytest.raises(InvalidCacheNameError) as ei:
+            Cache(tmp_path, bad)
+        assert ei.value.expected and ei.value.fix
+    assert roots.validate_cache_name("A-b_9") == "A-b_9"
+    assert roots.validate_file_name("result.mp4") == "result.mp4"
+    with pytest.raises(InvalidCacheNameError):
+        roots.validate_file_name("a..b")
+    p = roots.cache_paths(tmp_path, "x")
+    assert [q.name for q in (p.current, p.tmp, p.old, p.lock)] == ["x", "x.tmp", "x.old", "x.lock"]
+    monkeypatch.setenv("SEEDREUSE_CACHE_ROOT", str(tmp_path / "env"))
+    assert roots.resolve_root(str(tmp_path / "explicit")) == tmp_path / "explicit"
+    assert roots.resolve_root(None, str(tmp_path / "d")) == tmp_path / "env"
+    assert (tmp_path / "env").is_dir()
+    monkeypatch.delenv("SEEDREUSE_CACHE_ROOT")
+    assert roots.resolve_root(None, str(tmp_path / "d")) == tmp_path / "d"
+    with pytest.raises(InvalidRequestError):
+        roots.resolve_root(None, None)
+
+
+def test_cli(tmp_path, capsys):
+    cache = Cache(tmp_path, "a")
+    write_version(cache, 1)
+    assert cli(["--root", str(tmp_path), "list"]) == 0
+    assert "a " in capsys.readouterr().out
+    assert list_caches(tmp_path) == ["a"]
+    assert cli(["--root", str(tmp_path), "inspect", "a"]) == 0
+    out = capsys.readouterr().out
+    assert "slot_text.safetensors" in out and "run run-1" in out
+    assert cli(["--root", str(tmp_path), "check", "a"]) == 0
+    (tmp_path / "a.tmp").mkdir()
+    assert cli(["--root", str(tmp_path), "check", "a"]) == 1
+    assert "stale_tmp" in capsys.readouterr().out
+    assert cli(["--root", str(tmp_path), "check", "a", "--repair"]) == 0
+    assert "repaired" in capsys.readouterr().out
+    assert cli(["--root", str(tmp_path), "clear", "a"]) == 2
+    assert cli(["--root", str(tmp_path), "clear", "a", "--yes"]) == 0
+    assert cli(["--root", str(tmp_path), "inspect", "../a"]) == 2
+    assert cache.snapshot() is None

@@ -1,0 +1,102 @@
+"""Encoder Reuse in real ComfyUI workers over HTTP, with tiny models and counting stand-in encoders."""
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+
+import pytest
+
+from harness import graphs
+from harness.graphs import I2V, T2V
+from harness.reuse_graphs import i2v_reuse, t2v_reuse
+
+pytestmark = pytest.mark.comfy
+
+
+def video_digest(worker, res, node_id=T2V.SAVE) -> str:
+    files = res.output_files(node_id)
+    assert files, f"no output files from node {node_id}: {res.outputs}"
+    f = files[0]
+    path = Path(worker.output_dir) / f.get("subfolder", "") / f["filename"]
+    from reuse_backend import video
+    return hashlib.sha256(video.decode_frames(str(path)).tobytes()).hexdigest()
+
+
+def manifest(root: Path, name: str) -> dict:
+    return json.loads((root / name / "manifest.json").read_text())
+
+
+def slot_events(res):
+    return {e["data"]["slot"]: e["data"] for e in res.events_of("seedreuse.slot")}
+
+
+def test_cross_worker_hit_skips_encoder_and_loader(comfy_workers):
+    a, b = comfy_workers(2)
+    ra = a.run(t2v_reuse(seed=1, reuse="off")).raise_for_status()
+    assert a.counts()["text_encode"] == 1 and a.counts()["text_loader"] == 1
+    m = manifest(comfy_workers.cache_root, "default")
+    assert set(m["slots"]) == {"positive"}
+    rb = b.run(t2v_reuse(seed=2, reuse="require")).raise_for_status()
+    assert b.counts().get("text_encode", 0) == 0 and b.counts().get("text_loader", 0) == 0
+    assert T2V.SAMPLER in rb.executed and T2V.DECODE in rb.executed
+    assert T2V.POS not in rb.executed and T2V.TEXT_LOADER not in rb.executed
+    assert slot_events(rb)["positive"]["action"] == "reused"
+    assert video_digest(a, ra) != video_digest(b, rb)
+    # an all-hit run publishes nothing new: the committed version is unchanged
+    assert manifest(comfy_workers.cache_root, "default")["version"] == m["version"]
+
+
+def test_restart_still_hits(comfy_workers):
+    a, = comfy_workers(1)
+    a.run(t2v_reuse(seed=1, prompt_text="restart me")).raise_for_status()
+    a.restart()
+    r = a.run(t2v_reuse(seed=3, prompt_text="restart me", reuse="auto")).raise_for_status()
+    assert a.counts().get("text_encode", 0) == 0
+    assert slot_events(r)["positive"]["action"] == "reused"
+
+
+def test_changes_miss_in_auto_and_fail_in_require(comfy_workers, private_models_dir):
+    a, = comfy_workers(1, models_dir=private_models_dir)
+    a.run(t2v_reuse(seed=1, prompt_text="first")).raise_for_status()
+    # 1. prompt text changed
+    res = a.run(t2v_reuse(seed=2, prompt_text="second", reuse="require"))
+    assert res.status == "error" and "value:text" in res.error["exception_message"]
+    assert T2V.SAMPLER not in res.executed
+    r = a.run(t2v_reuse(seed=2, prompt_text="second", reuse="auto")).raise_for_status()
+    ev = slot_events(r)["positive"]
+    assert ev["action"] == "encoded" and "value:text" in ev["reason"]
+    # 2. encoder model file replaced in place (same name, new content)
+    from harness import tiny_models as tm
+    enc = private_models_dir / "text_encoders" / tm.TEXT_ENCODER
+    data = enc.read_bytes()
+    enc.unlink()  # it is a symlink into the shared model cache: replace, never write through
+    enc.write_bytes(data[:-1] + bytes([data[-1] ^ 1]))
+    res = a.run(t2v_reuse(seed=3, prompt_text="second", reuse="require"))
+    assert res.status == "error" and "clip_name@content" in res.error["exception_message"]
+    r = a.run(t2v_reuse(seed=3, prompt_text="second", reuse="auto")).raise_for_status()
+    assert slot_events(r)["positive"]["action"] == "encoded"
+
+
+def test_i2v_reference_image_content_change(comfy_workers):
+    a, b = comfy_workers(2)
+    for w in (a, b):
+        graphs.write_test_image(Path(w.input_dir) / "ref.png", seed=1)
+    a.run(i2v_reuse("ref.png", seed=1)).raise_for_status()
+    slots = set(manifest(comfy_workers.cache_root, "default")["slots"])
+    assert slots == {"i2v_positive", "i2v_negative", "i2v_latent", "text_positive", "clip_vision"}
+    rb = b.run(i2v_reuse("ref.png", seed=2, reuse="require")).raise_for_status()
+    c = b.counts()
+    assert c.get("clip_vision_encode", 0) == 0 and c.get("clip_vision_loader", 0) == 0 and c.get("text_encode", 0) == 0
+    assert I2V.WAN_I2V not in rb.executed and I2V.IMAGE not in rb.executed
+    # same path, new content: the outer slots and clip vision miss; the text slot still hits
+    graphs.write_test_image(Path(b.input_dir) / "ref.png", seed=2)
+    res = b.run(i2v_reuse("ref.png", seed=3, reuse="require"))
+    assert res.status == "error" and "is_changed" in res.error["exception_message"] or \
+        "@content" in res.error["exception_message"]
+    r = b.run(i2v_reuse("ref.png", seed=3, reuse="auto")).raise_for_status()
+    ev = slot_events(r)
+    assert ev["i2v_positive"]["action"] == "encoded" and ev["clip_vision"]["action"] == "encoded"
+    assert ev["text_positive"]["action"] == "reused"
+    # the committed cache holds all five slots of the successful run (text carried forward)
+    assert set(manifest(comfy_workers.cache_root, "default")["slots"]) == slots
