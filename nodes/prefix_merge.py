@@ -55,27 +55,31 @@ class SeedReusePrefixMerge(io.ComfyNode):
         spec, n = state.spec, state.first_index
         ctx = transactions.current()
         st = ctx.transaction(state.session.root, state.session.name)
-        prefix, prev_path = 0, None
-        if n > 0:
-            prev_path = os.path.join(st.cache.path, RESULT_FILE)  # stable: we hold the writer lock
+        prefix, prev = 0, None
+        if n > 0:  # read through the base version's directory fd: the committed result itself
+            prev = st.tx.base.open_file(RESULT_FILE)
             prefix = state.summary["prefix_frames"]
         if n > 0 and state.audio is not None:
-            audio = ("copy", prev_path)        # the previous result's complete, continuous track
+            audio = ("copy", prev)             # the previous result's complete, continuous track
         elif state.audio is not None:
             audio = ("encode", *_waveform(state.audio))
         else:
             audio = None
         out = st.tx.stage_path(RESULT_FILE)
-        chunk_paths = [st.tx.stage_path(c) for c in state.chunks]
+        chunk_paths = [path for _, path in state.chunks]
         t0 = time.perf_counter()
         # if the prefix has to be re-encoded, cut it at every kept segment start so that the
         # next resume can stream-copy again
-        report = video.merge(out, chunks=chunk_paths, prefix_source=prev_path, prefix_frames=prefix,
-                             audio=audio, fps=spec.fps,
-                             prefix_keyframes=[seg.prefix_frames(i, spec.F, spec.M) for i in range(1, n)])
+        try:
+            report = video.merge(out, chunks=chunk_paths, prefix_source=prev, prefix_frames=prefix,
+                                 audio=audio, fps=spec.fps,
+                                 prefix_keyframes=[seg.prefix_frames(i, spec.F, spec.M) for i in range(1, n)])
+        finally:
+            if prev is not None:
+                prev.close()
         merge_s = time.perf_counter() - t0
-        for p in chunk_paths:  # chunks are work files, never part of a committed cache
-            os.remove(p)
+        for name, _ in state.chunks:  # chunks are work files, never part of a committed cache
+            st.tx.discard_file(name)
         st.tx.add_file(RESULT_FILE)
         st.tx.set_section(SECTION, {
             "key": state.key, "spec": spec.to_dict(), "seed": state.seed, "reused_prefix_segments": n,

@@ -73,7 +73,7 @@ class SeedReuseSegmentLoopStart(io.ComfyNode):
                 io.Int.Output("segment_index", tooltip="Index i of the segment being generated."),
                 io.Int.Output("start_frame", tooltip="start(i) = i*(F-M): first frame of this segment in the video."),
                 io.Int.Output("frames", tooltip="F, for the body's length input."),
-                io.Image.Output("motion_frames",
+                io.Image.Output("motion_images", display_name="motion_frames",
                                 tooltip="Segment 0: initial_frames. Later: the previous segment's last M frames."),
                 io.Latent.Output("motion_latent", tooltip="Latent of the motion frames when the body saved one."),
                 io.Int.Output("segment_seed", tooltip="Seed for this segment's sampler, derived from (seed, i)."),
@@ -149,7 +149,7 @@ class SeedReuseBoundarySave(io.ComfyNode):
             ],
             outputs=[
                 SegmentType.Output("segment", tooltip="Connect to Segment Loop End."),
-                io.Image.Output("images", tooltip="The same frames, passed through."),
+                io.Image.Output("images_out", display_name="images", tooltip="The same frames, passed through."),
             ],
         )
 
@@ -205,10 +205,11 @@ class SeedReuseSegmentLoopEnd(io.ComfyNode):
         st = transactions.current().transaction(state.session.root, state.session.name)
         new = segment.images if i == 0 else segment.images[spec.M:]
         name = f"chunk_{i:05d}.mp4"
-        video.write_chunk(st.tx.stage_path(name), new, spec.fps)
+        path = st.tx.stage_path(name)
+        video.write_chunk(path, new, spec.fps)
         host.progress_bar(spec.S).update_absolute(i + 1, spec.S)
         host.throw_if_interrupted()
-        state = dataclasses.replace(state, chunks=state.chunks + (name,))
+        state = dataclasses.replace(state, chunks=state.chunks + ((name, path),))
         if i + 1 < spec.S:
             nxt = dataclasses.replace(state, index=i + 1,
                                       motion_frames=segment.images[segment.images.shape[0] - spec.M:],

@@ -28,7 +28,7 @@ class LoopState:
     motion_frames: object      # IMAGE the segment starts from (None: none given)
     motion_latent: object      # LATENT of those frames when the body provides it
     audio: object              # AUDIO of the whole video, or None
-    chunks: tuple = ()         # staged chunk files of the generated segments, in order
+    chunks: tuple = ()         # (name, path) of the staged chunk of each generated segment, in order
     start_node: str = ""
     summary: dict = field(default_factory=dict)
 

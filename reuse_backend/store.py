@@ -583,6 +583,13 @@ class Transaction:
         self._pending.add(fname)
         return str(self._path(fname))
 
+    def discard_file(self, fname: str) -> None:
+        """Remove a scratch file written at stage_path() that is not to be published."""
+        self._fence("discard a file")
+        roots.validate_file_name(fname)
+        self._pending.discard(fname)
+        self._drop(fname)
+
     def add_file(self, fname: str) -> dict:
         """Record a file written at stage_path(fname): fsync it, record bytes and sha256."""
         self._fence("add a file")

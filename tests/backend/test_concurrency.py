@@ -19,7 +19,7 @@ CTX = multiprocessing.get_context("fork")
 N_WRITERS, ROUNDS = 8, 3
 
 
-def _racer(root, idx, barrier, inside, peak, guard, results):
+def _racer(root, idx, barrier, inside, peak, attempts, guard, results):
     cache = Cache(root, "a")
     for rnd in range(ROUNDS):
         barrier.wait(timeout=60)
@@ -28,11 +28,17 @@ def _racer(root, idx, barrier, inside, peak, guard, results):
             tx = cache.begin(RunInfo(run_id=run_id, extra={"marker": 100 * rnd + idx}))
         except CacheBusyError as e:
             results.put(("busy", rnd, idx, e.details.get("owner", {}).get("run_id"), str(e)))
+            with guard:
+                attempts.value += 1
         else:
             with guard:
                 inside.value += 1
+                attempts.value += 1
                 peak.value = max(peak.value, inside.value)
-            time.sleep(0.3)                           # hold the lock while the others try
+            deadline = time.monotonic() + 30          # hold the lock until all others tried
+            while attempts.value < N_WRITERS * (rnd + 1) and time.monotonic() < deadline:
+                time.sleep(0.01)
+            time.sleep(0.05)
             with guard:
                 inside.value -= 1
             tx.set_section("who", {"run": run_id})
@@ -43,8 +49,10 @@ def _racer(root, idx, barrier, inside, peak, guard, results):
 
 def test_racing_writers_one_lock_holder(tmp_path):
     barrier = CTX.Barrier(N_WRITERS)
-    inside, peak, guard, results = CTX.Value("i", 0), CTX.Value("i", 0), CTX.Lock(), CTX.Queue()
-    procs = [CTX.Process(target=_racer, args=(tmp_path, i, barrier, inside, peak, guard, results))
+    inside, peak, attempts = CTX.Value("i", 0), CTX.Value("i", 0), CTX.Value("i", 0)
+    guard, results = CTX.Lock(), CTX.Queue()
+    procs = [CTX.Process(target=_racer,
+                         args=(tmp_path, i, barrier, inside, peak, attempts, guard, results))
              for i in range(N_WRITERS)]
     for p in procs:
         p.start()

@@ -1,6 +1,8 @@
 """Insert the pack's nodes into the harness graphs (API format)."""
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 from . import graphs
 from .graphs import I2V, T2V, add_node, insert_between, link
 
@@ -59,4 +61,49 @@ def i2v_reuse(image_name: str, seed: int, prompt_text: str = "a tiny test video"
     return p
 
 
-__all__ = ["add_session", "set_session", "reuse_edge", "t2v_reuse", "i2v_reuse", "add_node", "SESSION"]
+__all__ = ["add_session", "set_session", "reuse_edge", "t2v_reuse", "i2v_reuse", "segment_graph", "SEG", "SESSION"]
+
+
+SEG = SimpleNamespace(START="200", WAN_I2V="210", SAMPLER="211", DECODE="212", BOUNDARY="213",
+                      END="214", MERGE="215", SINE="216")
+
+
+def segment_graph(image_name: str, seed: int, *, prefix_segments: int = 0, reuse: str = "auto",
+                  cache_name: str = "segments", F: int = 9, M: int = 3, total_frames: int = 27,
+                  fps: float = 16.0, audio: bool = True, prompt_text: str = "a talking test head",
+                  steps: int = 2) -> dict:
+    """A multi-segment Wan 2.1 I2V continuation: each segment starts from the previous segment's
+    last M frames (segment 0 from the reference image). Text and CLIP vision are reused outside
+    the loop; the loop body is WanImageToVideo -> KSampler -> VAEDecode -> Boundary Save."""
+    p = graphs.wan_i2v_graph(image_name, seed=0, prompt_text=prompt_text, steps=steps, fps=fps)
+    for nid in (I2V.WAN_I2V, I2V.SAMPLER, I2V.DECODE, I2V.VIDEO, I2V.SAVE):
+        p.pop(nid)
+    add_session(p, cache_name, reuse, prefix_segments)
+    p["101"] = {"class_type": "SeedReuseEncodeConditioning",
+                "inputs": {"session": link(SESSION), "slot": "positive", "value": link(I2V.POS)}}
+    p[I2V.NEG]["inputs"]["conditioning"] = link("101")
+    p["105"] = {"class_type": "SeedReuseEncodeClipVision",
+                "inputs": {"session": link(SESSION), "slot": "clip_vision", "value": link(I2V.CLIP_VISION_ENCODE)}}
+    start = {"session": link(SESSION), "segment_frames": F, "motion_frames": M, "total_frames": total_frames,
+             "fps": fps, "seed": seed, "initial_frames": link(I2V.IMAGE, 0)}
+    if audio:
+        p[SEG.SINE] = {"class_type": "SeedReuseTestSineAudio",
+                       "inputs": {"seconds": total_frames / fps, "sample_rate": 16000, "frequency": 330.0}}
+        start["audio"] = link(SEG.SINE)
+    p[SEG.START] = {"class_type": "SeedReuseSegmentLoopStart", "inputs": start}
+    p[SEG.WAN_I2V] = {"class_type": "WanImageToVideo", "inputs": {
+        "positive": link("101"), "negative": link(I2V.NEG), "vae": link(I2V.VAE), "width": 64, "height": 64,
+        "length": link(SEG.START, 3), "batch_size": 1, "clip_vision_output": link("105"),
+        "start_image": link(SEG.START, 4)}}
+    p[SEG.SAMPLER] = {"class_type": "KSampler", "inputs": {
+        "model": link(I2V.UNET), "seed": link(SEG.START, 6), "steps": steps, "cfg": 1.0, "sampler_name": "euler",
+        "scheduler": "simple", "positive": link(SEG.WAN_I2V, 0), "negative": link(SEG.WAN_I2V, 1),
+        "latent_image": link(SEG.WAN_I2V, 2), "denoise": 1.0}}
+    p[SEG.DECODE] = {"class_type": "VAEDecode", "inputs": {"samples": link(SEG.SAMPLER), "vae": link(I2V.VAE)}}
+    p[SEG.BOUNDARY] = {"class_type": "SeedReuseBoundarySave",
+                       "inputs": {"loop": link(SEG.START), "images": link(SEG.DECODE)}}
+    p[SEG.END] = {"class_type": "SeedReuseSegmentLoopEnd",
+                  "inputs": {"loop": link(SEG.START), "segment": link(SEG.BOUNDARY)}}
+    p[SEG.MERGE] = {"class_type": "SeedReusePrefixMerge",
+                    "inputs": {"segments": link(SEG.END), "filename_prefix": "seedreuse_test/segments"}}
+    return p

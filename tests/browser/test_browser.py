@@ -1,0 +1,330 @@
+"""Real browser test of the SeedReuse frontend extension (web/seedreuse.js).
+
+A real ComfyUI worker (tests/harness) serves the ComfyUI frontend and the pack; Debian's
+Chromium, driven by Playwright, opens it and:
+
+1. checks that seedreuse.js loads as "seedreuse.ui" exactly once (a second import of the module
+   is refused by the double-registration guard) and logs nothing of its own to the console;
+2. loads a tiny Wan 2.1 T2V reuse workflow, reads the badge of its Encode-or-Reuse node
+   ("will encode (why)" from the dry run), queues it, sees "encoded", changes the seed, sees
+   "will reuse", queues again and sees "reused · saved ...";
+3. queues a request that must fail with a SeedReuse error and sees the error toast (with "fix:");
+4. loads a Segment Loop workflow, runs it once, clicks a block of the segment timeline and reads
+   reuse_prefix_segments back from the SeedReuse Session widget, then resumes from it.
+
+The badges are drawn on the canvas, so the test reads what they say from the extension's
+registry (window.__seedreuse.badge(id)); the timeline is real DOM and is clicked as such.
+Screenshots go to test-artifacts/.
+"""
+from __future__ import annotations
+
+import json
+import time
+import uuid
+
+import pytest
+
+from harness import graphs
+from harness import tiny_models as tm
+from harness.graphs import T2V, link
+
+pytestmark = [pytest.mark.comfy, pytest.mark.browser]
+
+EXT_FILE = "seedreuse.js"
+NEEDED_NODES = ("SeedReuseSession", "SeedReuseEncodeConditioning", "SeedReuseSegmentLoopStart",
+                "SeedReuseBoundarySave", "SeedReuseSegmentLoopEnd", "SeedReusePrefixMerge")
+APP = "window.comfyAPI.app.app"
+
+
+# ------------------------------------------------------------------ graphs (API format)
+
+def t2v_reuse_graph(cache: str, seed: int = 1, reuse: str = "auto", text: str = "a red ball") -> tuple[dict, str, str]:
+    """The harness's tiny T2V graph with the positive conditioning going through an
+    Encode-or-Reuse node (the negative is ConditioningZeroOut of the same output, so the stand-in
+    text encoder and its loader are skipped entirely on a hit). Returns (prompt, session, encode)."""
+    p = graphs.wan_t2v_graph(seed=seed, prompt_text=text, text_work_ms=300)
+    sess = graphs.add_node(p, "SeedReuseSession", {"cache_name": cache, "reuse": reuse, "reuse_prefix_segments": 0},
+                           title="SeedReuse Session")
+    enc = graphs.add_node(p, "SeedReuseEncodeConditioning",
+                          {"session": link(sess), "slot": "positive", "value": link(T2V.POS)})
+    p[T2V.SAMPLER]["inputs"]["positive"] = link(enc)
+    p[T2V.NEG]["inputs"]["conditioning"] = link(enc)
+    return p, sess, enc
+
+
+SEG = dict(SESSION="1", START="7", SAMPLER="9", MERGE="13")
+
+
+def segment_graph(cache: str, seed: int = 1, F: int = 9, M: int = 1, total: int = 25) -> dict:
+    """Session -> Segment Loop Start (F=9, M=1, 25 frames = 3 segments) -> per-segment body
+    (EmptyHunyuanLatentVideo(length=frames) -> KSampler(seed=segment_seed, tiny T2V) -> VAEDecode)
+    -> Boundary Save -> Segment Loop End -> Prefix Merge."""
+    p: dict = {}
+    A = graphs.add_node
+    A(p, "SeedReuseSession", {"cache_name": cache, "reuse": "auto", "reuse_prefix_segments": 0}, SEG["SESSION"])
+    A(p, "UNETLoader", {"unet_name": tm.T2V, "weight_dtype": "default"}, "2")
+    A(p, "VAELoader", {"vae_name": tm.VAE}, "3")
+    A(p, "SeedReuseTestTextEncoderLoader", {"clip_name": tm.TEXT_ENCODER, "work_ms": 0}, "4")
+    A(p, "SeedReuseTestTextEncode", {"clip": link("4"), "text": "a red ball", "work_ms": 0}, "5")
+    A(p, "ConditioningZeroOut", {"conditioning": link("5")}, "6")
+    A(p, "SeedReuseSegmentLoopStart", {"session": link(SEG["SESSION"]), "segment_frames": F, "motion_frames": M,
+                                       "total_frames": total, "fps": 8.0, "seed": seed}, SEG["START"])
+    A(p, "EmptyHunyuanLatentVideo", {"width": 64, "height": 64, "length": link(SEG["START"], 3), "batch_size": 1}, "8")
+    A(p, "KSampler", {"model": link("2"), "seed": link(SEG["START"], 6), "steps": 2, "cfg": 1.0,
+                      "sampler_name": "euler", "scheduler": "simple", "positive": link("5"), "negative": link("6"),
+                      "latent_image": link("8"), "denoise": 1.0}, SEG["SAMPLER"])
+    A(p, "VAEDecode", {"samples": link(SEG["SAMPLER"]), "vae": link("3")}, "10")
+    A(p, "SeedReuseBoundarySave", {"loop": link(SEG["START"], 0), "images": link("10")}, "11")
+    A(p, "SeedReuseSegmentLoopEnd", {"loop": link(SEG["START"], 0), "segment": link("11", 0)}, "12")
+    A(p, "SeedReusePrefixMerge", {"segments": link("12", 0), "filename_prefix": "seedreuse_test/browser_seg"},
+      SEG["MERGE"])
+    return p
+
+
+# ------------------------------------------------------------------ page driver
+
+class UI:
+    """A ComfyUI page with console capture and small helpers around window.__seedreuse."""
+
+    def __init__(self, browser, worker):
+        self.worker = worker
+        self.console: list[dict] = []
+        self.ctx = browser.new_context(viewport={"width": 1600, "height": 1000})
+        # Nothing outside the worker is reachable (and nothing outside it is needed).
+        self.ctx.route("**/*", lambda route: route.continue_() if route.request.url.startswith(worker.url)
+                       or route.request.url.startswith("data:") else route.abort())
+        self.page = self.ctx.new_page()
+        self.page.on("console", self._on_console)
+        self.page.on("pageerror", lambda e: self.console.append(
+            {"type": "pageerror", "text": f"{e}\n{getattr(e, 'stack', '') or ''}", "url": ""}))
+
+    def _on_console(self, m):
+        loc = m.location or {}
+        self.console.append({"type": m.type, "text": m.text, "url": loc.get("url", "")})
+
+    def open(self):
+        self.page.goto(self.worker.url + "/", wait_until="domcontentloaded")
+        self.page.wait_for_function("window.__seedreuse && window.__seedreuse.ready === true", timeout=60_000)
+        self.page.wait_for_function(f"!!({APP} && {APP}.graph && {APP}.canvas)", timeout=30_000)
+        return self
+
+    def close(self):
+        self.ctx.close()
+
+    def js(self, expr: str, arg=None):
+        return self.page.evaluate(expr, arg)
+
+    def ours(self) -> list[dict]:
+        """Console errors/warnings that come from the pack's extension (or its routes/events)."""
+        bad = []
+        for m in self.console:
+            if m["type"] not in ("error", "warning", "pageerror"):
+                continue
+            where = f'{m["url"]} {m["text"]}'
+            if EXT_FILE in where or "[seedreuse]" in m["text"] or "/seedreuse/" in m["url"] \
+                    or "seedreuse." in m["text"] or "/extensions/ComfyUI-SeedReuse" in where:
+                bad.append(m)
+        return bad
+
+    def load_api(self, prompt: dict, name: str):
+        self.js(f"async ([p, n]) => {{ await {APP}.loadApiJson(p, n); }}", [prompt, name])
+        self.page.wait_for_timeout(200)
+
+    def badge(self, node_id) -> str | None:
+        return self.js("(id) => window.__seedreuse.badge(id)", str(node_id))
+
+    def wait_badge(self, node_id, test: str, timeout: float = 30.0) -> str:
+        """Wait until the badge of node_id satisfies a JS predicate over `t` (the text)."""
+        fn = f"(id) => {{ const t = window.__seedreuse.badge(id) || ''; return {test}; }}"
+        try:
+            self.page.wait_for_function(fn, arg=str(node_id), timeout=timeout * 1000)
+        except Exception as e:
+            raise AssertionError(f"badge of node {node_id}: waited {timeout:.0f} s for {test!r}; it says "
+                                 f"{self.badge(node_id)!r}; details="
+                                 f"{json.dumps(self.js('() => window.__seedreuse.badgeDetails'))[:2000]}\n"
+                                 f"{self.worker.log_tail(40)}") from e
+        return self.badge(node_id)
+
+    def wait_js(self, fn: str, arg=None, timeout: float = 30.0, what: str = ""):
+        """page.wait_for_function with the extension's state in the failure message."""
+        try:
+            self.page.wait_for_function(fn, arg=arg, timeout=timeout * 1000)
+        except Exception as e:
+            state = self.js("""() => { const s = window.__seedreuse; return {
+                badges: s.badgeDetails, lastCheck: s.lastCheck, checks: s.checks, errors: s.errors,
+                events: (s.events || []).slice(-6), toasts: s.toasts }; }""")
+            raise AssertionError(f"waited {timeout:.0f} s for {what or fn}; extension state: "
+                                 f"{json.dumps(state)[:4000]}\n{self.worker.log_tail(40)}") from e
+
+    def queue(self):
+        self.js(f"() => {APP}.queuePrompt(0, 1)")
+
+    def set_widget(self, node_id, name: str, value):
+        self.js(f"""([id, name, value]) => {{
+            const n = {APP}.graph.getNodeById(id);
+            const w = n.widgets.find((w) => w.name === name);
+            w.value = value;
+            if (w.callback) w.callback(value);
+            {APP}.graph.setDirtyCanvas(true, true);
+        }}""", [int(node_id), name, value])
+
+    def widget(self, node_id, name: str):
+        return self.js(f"""([id, name]) => {{
+            const n = {APP}.graph.getNodeById(id);
+            const w = n && (n.widgets || []).find((w) => w.name === name);
+            return w ? w.value : null;
+        }}""", [int(node_id), name])
+
+    def center_on(self, node_id):
+        self.js(f"""(id) => {{
+            const c = {APP}.canvas, n = {APP}.graph.getNodeById(id);
+            c.ds.scale = 1; c.centerOnNode(n); c.setDirty(true, true);
+        }}""", int(node_id))
+        self.page.wait_for_timeout(300)
+
+    def screenshot(self, path):
+        self.page.screenshot(path=str(path))
+
+
+@pytest.fixture(scope="module")
+def ready_worker(ui_worker):
+    info = ui_worker.object_info()
+    missing = [n for n in NEEDED_NODES if n not in info]
+    if missing:
+        log = "\n".join(line for line in ui_worker.log_text().splitlines()
+                        if "SeedReuse" in line or "seedreuse" in line)[-3000:]
+        pytest.fail(f"the pack did not register {missing} in the worker; its log says:\n{log}", pytrace=False)
+    return ui_worker
+
+
+@pytest.fixture
+def ui(browser, ready_worker, artifacts_dir, request):
+    u = UI(browser, ready_worker).open()
+    yield u
+    if getattr(request.node, "rep_call", None) is not None and request.node.rep_call.failed:
+        try:
+            u.screenshot(artifacts_dir / f"FAILED-{request.node.name}.png")
+        except Exception:
+            pass
+    u.close()
+
+
+# ------------------------------------------------------------------ tests
+
+def test_extension_loads_once_without_console_errors(ui):
+    exts = ui.js(f"() => {APP}.extensions.map((e) => e.name).filter((n) => n.startsWith('seedreuse'))")
+    assert exts == ["seedreuse.ui"], exts
+    # A second copy of the module (another URL = another module instance) must not register again.
+    ui.js("async () => { await import('/extensions/ComfyUI-SeedReuse/seedreuse.js?second-copy=1'); }")
+    ui.page.wait_for_timeout(300)
+    exts = ui.js(f"() => {APP}.extensions.map((e) => e.name).filter((n) => n.startsWith('seedreuse'))")
+    assert exts == ["seedreuse.ui"], exts
+    assert ui.js("() => typeof window.__seedreuse.timeline === 'function' && "
+                 "typeof window.__seedreuse.clickSegment === 'function'")
+    css = ui.js("() => !!document.getElementById('seedreuse-style')")
+    assert css
+    assert ui.js("() => window.__seedreuse.errors") == []
+    assert ui.ours() == [], ui.ours()
+
+
+def test_badges_encode_then_reuse_and_error_toast(ui, ready_worker, artifacts_dir):
+    cache = "browser_t2v_" + uuid.uuid4().hex[:8]
+    prompt, sess, enc = t2v_reuse_graph(cache, seed=11)
+    ui.load_api(prompt, "seedreuse_browser_t2v")
+
+    # before the first run: the dry run predicts an encode and says why
+    text = ui.wait_badge(enc, "t.startsWith('will encode')")
+    assert "no successful run" in text, text
+
+    ready_worker.reset_counts()
+    t0 = time.monotonic()
+    ui.queue()
+    text = ui.wait_badge(enc, "t.startsWith('encoded')", timeout=120)
+    # the dry run refreshed after the commit: the next run would reuse
+    ui.wait_js("(id) => (window.__seedreuse.badgeDetails[id] || {}).next === 'will reuse'", str(enc), 20,
+               "the post-run dry run to predict reuse")
+    assert ui.badge(enc).startswith("encoded")
+    assert ready_worker.counts()["text_encode"] == 1
+
+    # a new seed: the badge now predicts reuse; queue and see it happen
+    ui.set_widget(T2V.SAMPLER, "control_after_generate", "fixed")
+    ui.set_widget(T2V.SAMPLER, "seed", 424242)
+    assert ui.wait_badge(enc, "t === 'will reuse'") == "will reuse"
+    ui.queue()
+    text = ui.wait_badge(enc, "t.startsWith('reused')", timeout=120)
+    assert "saved" in text, text
+    assert ready_worker.counts()["text_encode"] == 1, "the encoder ran although the badge said reused"
+    slot_events = ui.js("() => window.__seedreuse.events.filter((e) => e.type === 'seedreuse.slot')"
+                        ".map((e) => e.data.action)")
+    assert slot_events[-2:] == ["encoded", "reused"], slot_events
+    ui.center_on(enc)
+    ui.screenshot(artifacts_dir / "browser_t2v_reused.png")
+    elapsed = time.monotonic() - t0
+
+    # a SeedReuse error is shown as a toast with its fix: 'require' on a cache that has no run yet
+    ui.set_widget(sess, "cache_name", "browser_empty_" + uuid.uuid4().hex[:8])
+    ui.set_widget(sess, "reuse", "require")
+    text = ui.wait_badge(enc, "t.startsWith('will fail')")
+    assert "no successful run" in text, text
+    n_toasts = ui.js("() => window.__seedreuse.toasts.length")
+    ui.queue()
+    ui.wait_js(f"() => window.__seedreuse.toasts.length > {n_toasts}", None, 60, "an error toast")
+    toast = ui.js("() => window.__seedreuse.toasts[window.__seedreuse.toasts.length - 1]")
+    assert "NoCommittedCacheError" in toast["summary"], toast
+    assert "fix:" in toast["detail"], toast
+    # the host's toast component shows it (PrimeVue), not a blocking dialog of ours
+    ui.page.wait_for_selector("text=NoCommittedCacheError", timeout=10_000)
+    ui.screenshot(artifacts_dir / "browser_error_toast.png")
+
+    assert ui.js("() => window.__seedreuse.errors") == []
+    assert ui.ours() == [], ui.ours()
+    assert elapsed < 120
+
+
+def test_segment_timeline_click_sets_session_prefix(ui, ready_worker, artifacts_dir):
+    cache = "browser_seg_" + uuid.uuid4().hex[:8]
+    start, session = SEG["START"], SEG["SESSION"]
+    ui.load_api(segment_graph(cache, seed=5), "seedreuse_browser_segments")
+    ui.wait_badge(start, "t.startsWith('will generate all 3')")
+    tl = ui.js("(id) => window.__seedreuse.timeline(id)", start)
+    assert tl is not None and tl["dom"], tl
+    assert tl["S"] == 3 and tl["previous"] is None and tl["selected"] == 0, tl
+
+    ui.queue()
+    ui.wait_badge(start, "t.startsWith('generated 3')", timeout=150)
+    ui.wait_js("(id) => { const t = window.__seedreuse.timeline(id); "
+               "return t && t.previous && (t.valid_n || []).includes(2); }", start, 20, "a resumable timeline")
+    tl = ui.js("(id) => window.__seedreuse.timeline(id)", start)
+    assert tl["previous"]["segments"] == 3 and tl["previous"]["seed"] == 5, tl
+
+    # click the real DOM block of segment 2: keep segments 0..1, regenerate 2
+    ui.set_widget(start, "control_after_generate", "fixed")
+    ui.center_on(start)
+    block = ui.page.locator(f'.seedreuse-timeline[data-seedreuse-node="{start}"] [data-seedreuse-segment="2"]')
+    block.wait_for(state="visible", timeout=10_000)
+    block.click()
+    assert ui.widget(session, "reuse_prefix_segments") == 2
+    tl = ui.js("(id) => window.__seedreuse.timeline(id)", start)
+    assert tl["selected"] == 2 and [s["kept"] for s in tl["segments"]] == [True, True, False], tl
+    assert ui.js("() => document.querySelector('.seedreuse-seg.seedreuse-selected').dataset.seedreuseSegment") == "2"
+    ui.wait_badge(start, "t.startsWith('will keep 2/3')")
+
+    # the helper clicks the same DOM path
+    tl = ui.js("([id, k]) => window.__seedreuse.clickSegment(id, k)", [start, 1])
+    assert tl["selected"] == 1 and ui.widget(session, "reuse_prefix_segments") == 1
+    block.click()
+    assert ui.widget(session, "reuse_prefix_segments") == 2
+    ui.screenshot(artifacts_dir / "browser_segment_timeline.png")
+
+    # resume from segment 2 with a new seed: segments 0..1 are kept
+    ui.set_widget(start, "seed", 6)
+    ui.wait_badge(start, "t.startsWith('will keep 2/3')")
+    ui.queue()
+    ui.wait_badge(start, "t.startsWith('kept 2/3')", timeout=150)
+    merges = ui.js("() => window.__seedreuse.events.filter((e) => e.type === 'seedreuse.merge').map((e) => e.data)")
+    assert merges and merges[-1]["frames"] == 25, merges
+    ui.center_on(start)
+    ui.screenshot(artifacts_dir / "browser_segment_resumed.png")
+
+    assert ui.js("() => window.__seedreuse.errors") == []
+    assert ui.ours() == [], ui.ours()
