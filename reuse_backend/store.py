@@ -178,7 +178,15 @@ class Cache:
         if st.st_size > mf.MAX_MANIFEST_BYTES:
             raise _corrupt(self.name, "manifest.json is too large",
                            expected=f"<= {mf.MAX_MANIFEST_BYTES} bytes", actual=st.st_size)
-        fd = os.open(mf.MANIFEST, _RD | os.O_NONBLOCK, dir_fd=dfd)
+        try:
+            fd = os.open(mf.MANIFEST, _RD | os.O_NONBLOCK, dir_fd=dfd)
+        except FileNotFoundError:     # removed between the stat and the open
+            raise self._vanished(dfd, source, path, "manifest.json is missing") from None
+        except OSError as e:
+            if e.errno == errno.ELOOP:
+                raise _corrupt(self.name, "manifest.json is not a regular file",
+                               expected="a regular file", actual="symlink") from None
+            raise
         try:
             data = os.read(fd, mf.MAX_MANIFEST_BYTES + 1)
         finally:

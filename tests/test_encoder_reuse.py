@@ -100,3 +100,58 @@ def test_i2v_reference_image_content_change(comfy_workers):
     assert ev["text_positive"]["action"] == "reused"
     # the committed cache holds all five slots of the successful run (text carried forward)
     assert set(manifest(comfy_workers.cache_root, "default")["slots"]) == slots
+
+
+def _with_node_after_decode(p, class_type, inputs, node_id="120"):
+    return graphs.insert_between(p, T2V.DECODE, 0, T2V.VIDEO, "images", class_type, inputs,
+                                 input_name="value", node_id=node_id)
+
+
+def test_failed_and_interrupted_runs_leave_the_last_good_cache(comfy_workers):
+    a, b = comfy_workers(2)
+    a.run(t2v_reuse(seed=1, prompt_text="good")).raise_for_status()
+    good = manifest(comfy_workers.cache_root, "default")
+    # a run that fails after sampling (its encoder output was staged) publishes nothing
+    p = t2v_reuse(seed=2, prompt_text="bad")
+    _with_node_after_decode(p, "SeedReuseTestFail", {"fail": True, "message": "failing after sampling"})
+    res = b.run(p)
+    assert res.status == "error" and T2V.SAMPLER in res.executed
+    assert manifest(comfy_workers.cache_root, "default") == good
+    # an interrupted run publishes nothing either
+    p = t2v_reuse(seed=3, prompt_text="interrupted")
+    _with_node_after_decode(p, "SeedReuseTestSlow", {"seconds": 30.0})
+    h = b.start_run(p)
+    h.wait_executing("120", timeout=120)
+    b.interrupt()
+    assert h.wait(timeout=120).status == "interrupted"
+    assert manifest(comfy_workers.cache_root, "default") == good
+    assert not (comfy_workers.cache_root / "default.tmp").exists()
+    # the next reuse still hits the last good run, on either worker
+    r = b.run(t2v_reuse(seed=4, prompt_text="good", reuse="require")).raise_for_status()
+    assert slot_events(r)["positive"]["action"] == "reused"
+
+
+def test_two_prompts_racing_on_one_cache(comfy_workers):
+    a, b = comfy_workers(2)
+    pa = t2v_reuse(seed=1, prompt_text="writer a")
+    _with_node_after_decode(pa, "SeedReuseTestSlow", {"seconds": 4.0})
+    h = a.start_run(pa)
+    h.wait_executing("120", timeout=120)      # a holds the writer lock now
+    rb = b.run(t2v_reuse(seed=2, prompt_text="writer b"))
+    assert rb.status == "error"
+    msg = rb.error["exception_message"]
+    assert "is being written by run" in msg and "use another cache name" in msg
+    assert T2V.SAMPLER not in rb.executed
+    assert h.wait(timeout=120).status == "success"
+    m = manifest(comfy_workers.cache_root, "default")
+    assert m["slots"]["positive"]["key"]["fields"]["value:text"] == "writer a"
+    from reuse_backend.check import check
+    assert check(comfy_workers.cache_root, "default") == []
+
+
+@pytest.mark.parametrize("bad", ["../escape", "/etc", "", "a/b", "..", "name%2F..", "x" * 65])
+def test_bad_cache_names_refused_at_validation(comfy_worker, bad):
+    from harness.worker import PromptRejected
+    with pytest.raises(PromptRejected) as ei:
+        comfy_worker.queue(t2v_reuse(seed=1, cache_name=bad))
+    assert "cache name" in json.dumps(ei.value.body).lower()

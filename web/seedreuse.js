@@ -624,6 +624,7 @@ function renderTimeline(node) {
   else label = `regenerate all ${m.S} segments (previous: ${m.previous.segments} segments, seed ${m.previous.seed})`;
   tl.label.textContent = label;
   tl.label.title = m.plan || m.reason || label;
+  tl.root.dataset.seedreuseNode = String(node.id); // ids are assigned after onNodeCreated
   tl.root.dataset.seedreuseSelected = String(m.selected);
   tl.root.dataset.seedreuseSegments = String(m.S);
 }
@@ -653,7 +654,7 @@ function addTimeline(node) {
   if (typeof node.addDOMWidget === "function") {
     const w = node.addDOMWidget(TIMELINE_WIDGET, "seedreuse-timeline", root, {
       serialize: false, hideOnZoom: false, getValue: () => undefined, setValue: () => {},
-      getMinHeight: () => 52, getMaxHeight: () => 64,
+      getMinHeight: () => 58, getMaxHeight: () => 72,
     });
     if (w) w.serialize = false;
     node.__seedreuseTimeline.widget = w;
