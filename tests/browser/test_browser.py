@@ -24,9 +24,8 @@ import uuid
 
 import pytest
 
-from harness import graphs
-from harness import tiny_models as tm
-from harness.graphs import T2V, link
+from harness import graphs, reuse_graphs
+from harness.graphs import T2V
 
 pytestmark = [pytest.mark.comfy, pytest.mark.browser]
 
@@ -37,48 +36,15 @@ APP = "window.comfyAPI.app.app"
 
 
 # ------------------------------------------------------------------ graphs (API format)
-
-def t2v_reuse_graph(cache: str, seed: int = 1, reuse: str = "auto", text: str = "a red ball") -> tuple[dict, str, str]:
-    """The harness's tiny T2V graph with the positive conditioning going through an
-    Encode-or-Reuse node (the negative is ConditioningZeroOut of the same output, so the stand-in
-    text encoder and its loader are skipped entirely on a hit). Returns (prompt, session, encode)."""
-    p = graphs.wan_t2v_graph(seed=seed, prompt_text=text, text_work_ms=300)
-    sess = graphs.add_node(p, "SeedReuseSession", {"cache_name": cache, "reuse": reuse, "reuse_prefix_segments": 0},
-                           title="SeedReuse Session")
-    enc = graphs.add_node(p, "SeedReuseEncodeConditioning",
-                          {"session": link(sess), "slot": "positive", "value": link(T2V.POS)})
-    p[T2V.SAMPLER]["inputs"]["positive"] = link(enc)
-    p[T2V.NEG]["inputs"]["conditioning"] = link(enc)
-    return p, sess, enc
-
-
-SEG = dict(SESSION="1", START="7", SAMPLER="9", MERGE="13")
-
-
-def segment_graph(cache: str, seed: int = 1, F: int = 9, M: int = 1, total: int = 25) -> dict:
-    """Session -> Segment Loop Start (F=9, M=1, 25 frames = 3 segments) -> per-segment body
-    (EmptyHunyuanLatentVideo(length=frames) -> KSampler(seed=segment_seed, tiny T2V) -> VAEDecode)
-    -> Boundary Save -> Segment Loop End -> Prefix Merge."""
-    p: dict = {}
-    A = graphs.add_node
-    A(p, "SeedReuseSession", {"cache_name": cache, "reuse": "auto", "reuse_prefix_segments": 0}, SEG["SESSION"])
-    A(p, "UNETLoader", {"unet_name": tm.T2V, "weight_dtype": "default"}, "2")
-    A(p, "VAELoader", {"vae_name": tm.VAE}, "3")
-    A(p, "SeedReuseTestTextEncoderLoader", {"clip_name": tm.TEXT_ENCODER, "work_ms": 0}, "4")
-    A(p, "SeedReuseTestTextEncode", {"clip": link("4"), "text": "a red ball", "work_ms": 0}, "5")
-    A(p, "ConditioningZeroOut", {"conditioning": link("5")}, "6")
-    A(p, "SeedReuseSegmentLoopStart", {"session": link(SEG["SESSION"]), "segment_frames": F, "motion_frames": M,
-                                       "total_frames": total, "fps": 8.0, "seed": seed}, SEG["START"])
-    A(p, "EmptyHunyuanLatentVideo", {"width": 64, "height": 64, "length": link(SEG["START"], 3), "batch_size": 1}, "8")
-    A(p, "KSampler", {"model": link("2"), "seed": link(SEG["START"], 6), "steps": 2, "cfg": 1.0,
-                      "sampler_name": "euler", "scheduler": "simple", "positive": link("5"), "negative": link("6"),
-                      "latent_image": link("8"), "denoise": 1.0}, SEG["SAMPLER"])
-    A(p, "VAEDecode", {"samples": link(SEG["SAMPLER"]), "vae": link("3")}, "10")
-    A(p, "SeedReuseBoundarySave", {"loop": link(SEG["START"], 0), "images": link("10")}, "11")
-    A(p, "SeedReuseSegmentLoopEnd", {"loop": link(SEG["START"], 0), "segment": link("11", 0)}, "12")
-    A(p, "SeedReusePrefixMerge", {"segments": link("12", 0), "filename_prefix": "seedreuse_test/browser_seg"},
-      SEG["MERGE"])
-    return p
+# The shared builders of tests/harness/reuse_graphs.py (tiny Wan 2.1 models, stand-in encoders):
+#   t2v_reuse: the positive conditioning (and the zero-out negative built from it) goes through
+#              Encode-or-Reuse node "101"; the session is node "100";
+#   segment_graph: Wan I2V continuation in a Segment Loop (F=9, M=3, 27 frames = 4 segments),
+#              Start "200", Prefix Merge "215", session "100".
+ENC = "101"
+SESSION = reuse_graphs.SESSION
+SEG = reuse_graphs.SEG
+SEG_IMAGE = "seedreuse_browser_start.png"
 
 
 # ------------------------------------------------------------------ page driver
@@ -134,13 +100,17 @@ class UI:
         return self.js("(id) => window.__seedreuse.badge(id)", str(node_id))
 
     def wait_badge(self, node_id, test: str, timeout: float = 30.0) -> str:
-        """Wait until the badge of node_id satisfies a JS predicate over `t` (the text)."""
-        fn = f"(id) => {{ const t = window.__seedreuse.badge(id) || ''; return {test}; }}"
+        """Wait until the badge of node_id satisfies a JS predicate over `t` (the text); stops
+        early when the badge reports a failed run."""
+        fn = f"(id) => {{ const t = window.__seedreuse.badge(id) || ''; return ({test}) || t === 'run failed'; }}"
+        ok = f"(id) => {{ const t = window.__seedreuse.badge(id) || ''; return {test}; }}"
         try:
             self.page.wait_for_function(fn, arg=str(node_id), timeout=timeout * 1000)
+            if not self.js(ok, str(node_id)):
+                raise RuntimeError("the run failed: " + json.dumps(self.js("() => window.__seedreuse.lastExecutionError")))
         except Exception as e:
             raise AssertionError(f"badge of node {node_id}: waited {timeout:.0f} s for {test!r}; it says "
-                                 f"{self.badge(node_id)!r}; details="
+                                 f"{self.badge(node_id)!r} ({e}); details="
                                  f"{json.dumps(self.js('() => window.__seedreuse.badgeDetails'))[:2000]}\n"
                                  f"{self.worker.log_tail(40)}") from e
         return self.badge(node_id)
@@ -229,8 +199,8 @@ def test_extension_loads_once_without_console_errors(ui):
 
 def test_badges_encode_then_reuse_and_error_toast(ui, ready_worker, artifacts_dir):
     cache = "browser_t2v_" + uuid.uuid4().hex[:8]
-    prompt, sess, enc = t2v_reuse_graph(cache, seed=11)
-    ui.load_api(prompt, "seedreuse_browser_t2v")
+    sess, enc = SESSION, ENC
+    ui.load_api(reuse_graphs.t2v_reuse(11, "a red ball", cache_name=cache, text_work_ms=300), "seedreuse_browser_t2v")
 
     # before the first run: the dry run predicts an encode and says why
     text = ui.wait_badge(enc, "t.startsWith('will encode')")
@@ -283,21 +253,23 @@ def test_badges_encode_then_reuse_and_error_toast(ui, ready_worker, artifacts_di
 
 def test_segment_timeline_click_sets_session_prefix(ui, ready_worker, artifacts_dir):
     cache = "browser_seg_" + uuid.uuid4().hex[:8]
-    start, session = SEG["START"], SEG["SESSION"]
-    ui.load_api(segment_graph(cache, seed=5), "seedreuse_browser_segments")
-    ui.wait_badge(start, "t.startsWith('will generate all 3')")
+    start, session = SEG.START, SESSION
+    graphs.write_test_image(ready_worker.input_dir / SEG_IMAGE, seed=3)
+    ui.load_api(reuse_graphs.segment_graph(SEG_IMAGE, 5, cache_name=cache), "seedreuse_browser_segments")
+    ui.wait_badge(start, "t.startsWith('will generate all 4')")
     tl = ui.js("(id) => window.__seedreuse.timeline(id)", start)
     assert tl is not None and tl["dom"], tl
-    assert tl["S"] == 3 and tl["previous"] is None and tl["selected"] == 0, tl
+    assert tl["S"] == 4 and tl["previous"] is None and tl["selected"] == 0, tl
 
     ui.queue()
-    ui.wait_badge(start, "t.startsWith('generated 3')", timeout=150)
+    ui.wait_badge(start, "t.startsWith('generated 4')", timeout=150)
+    # the dry run after the commit sees the run: every segment is a valid resume point
     ui.wait_js("(id) => { const t = window.__seedreuse.timeline(id); "
-               "return t && t.previous && (t.valid_n || []).includes(2); }", start, 20, "a resumable timeline")
+               "return t && t.previous && (t.valid_n || []).includes(3); }", start, 20, "a resumable timeline")
     tl = ui.js("(id) => window.__seedreuse.timeline(id)", start)
-    assert tl["previous"]["segments"] == 3 and tl["previous"]["seed"] == 5, tl
+    assert tl["previous"]["segments"] == 4 and tl["previous"]["seed"] == 5, tl
 
-    # click the real DOM block of segment 2: keep segments 0..1, regenerate 2
+    # click the real DOM block of segment 2: keep segments 0..1, regenerate 2..3
     ui.set_widget(start, "control_after_generate", "fixed")
     ui.center_on(start)
     block = ui.page.locator(f'.seedreuse-timeline[data-seedreuse-node="{start}"] [data-seedreuse-segment="2"]')
@@ -305,9 +277,9 @@ def test_segment_timeline_click_sets_session_prefix(ui, ready_worker, artifacts_
     block.click()
     assert ui.widget(session, "reuse_prefix_segments") == 2
     tl = ui.js("(id) => window.__seedreuse.timeline(id)", start)
-    assert tl["selected"] == 2 and [s["kept"] for s in tl["segments"]] == [True, True, False], tl
+    assert tl["selected"] == 2 and [s["kept"] for s in tl["segments"]] == [True, True, False, False], tl
     assert ui.js("() => document.querySelector('.seedreuse-seg.seedreuse-selected').dataset.seedreuseSegment") == "2"
-    ui.wait_badge(start, "t.startsWith('will keep 2/3')")
+    ui.wait_badge(start, "t.startsWith('will keep 2/4')")
 
     # the helper clicks the same DOM path
     tl = ui.js("([id, k]) => window.__seedreuse.clickSegment(id, k)", [start, 1])
@@ -318,11 +290,11 @@ def test_segment_timeline_click_sets_session_prefix(ui, ready_worker, artifacts_
 
     # resume from segment 2 with a new seed: segments 0..1 are kept
     ui.set_widget(start, "seed", 6)
-    ui.wait_badge(start, "t.startsWith('will keep 2/3')")
+    ui.wait_badge(start, "t.startsWith('will keep 2/4')")
     ui.queue()
-    ui.wait_badge(start, "t.startsWith('kept 2/3')", timeout=150)
+    ui.wait_badge(start, "t.startsWith('kept 2/4')", timeout=150)
     merges = ui.js("() => window.__seedreuse.events.filter((e) => e.type === 'seedreuse.merge').map((e) => e.data)")
-    assert merges and merges[-1]["frames"] == 25, merges
+    assert merges and merges[-1]["frames"] == 27, merges
     ui.center_on(start)
     ui.screenshot(artifacts_dir / "browser_segment_resumed.png")
 

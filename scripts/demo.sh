@@ -1,0 +1,7 @@
+#!/usr/bin/env bash
+# The main job on an embedded default: sets up what is missing, generates the tiny models,
+# starts two ComfyUI workers sharing one cache folder, runs encoder and segment reuse across them.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+VENV=$(bash scripts/setup.sh | tail -n 1)
+exec "$VENV/bin/python" scripts/demo.py "$@"
