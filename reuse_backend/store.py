@@ -356,7 +356,12 @@ class Snapshot:
     def file_hash_ok(self, fname: str) -> bool:
         return sha256_fd(self._fd(fname)) == self.manifest["files"][fname]["sha256"]
 
-    def _load(self, fname: str, verify: bool):
+    def _load(self, fname: str, verify: bool | None):
+        # Structural validation (sizes, dtypes, shapes, offsets) always runs while loading;
+        # the sha256 pass is a second read of the file, so by default it is left to check()
+        # (SEEDREUSE_VERIFY_ON_LOAD=1 turns it on for every load).
+        if verify is None:
+            verify = os.environ.get("SEEDREUSE_VERIFY_ON_LOAD") == "1"
         if verify and not self.file_hash_ok(fname):
             raise _corrupt(self.name, f"{fname} does not match its recorded sha256",
                            expected=self.manifest["files"][fname]["sha256"], actual="other content")
@@ -367,7 +372,7 @@ class Snapshot:
                 raise _corrupt(self.name, f"{fname}: {e.message}", expected=e.expected,
                                actual=e.actual) from None
 
-    def load_slot(self, slot: str, *, verify: bool = True):
+    def load_slot(self, slot: str, *, verify: bool | None = None):
         e = self.manifest["slots"].get(slot)
         if e is None:
             raise NoCommittedCacheError(f"cache '{self.name}' has no slot '{slot}'",
@@ -376,7 +381,7 @@ class Snapshot:
                                         fix="run once with this slot so the cache holds it")
         return self._load(e["file"], verify)
 
-    def load_boundary(self, i: int, *, verify: bool = True):
+    def load_boundary(self, i: int, *, verify: bool | None = None):
         e = self.manifest["boundaries"].get(str(int(i)))
         if e is None:
             raise NoCommittedCacheError(f"cache '{self.name}' has no boundary {i}",

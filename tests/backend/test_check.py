@@ -111,8 +111,18 @@ def test_same_size_content_change_fails_hash(cache):
     with cache.snapshot() as snap:
         assert snap.verify_hashes() == [f"{SLOT}: sha256 mismatch"]
         with pytest.raises(CorruptCacheError, match="sha256"):
-            snap.load_slot("text")
+            snap.load_slot("text", verify=True)
     assert "hash_mismatch" in _codes(cache)
+
+
+def test_verify_on_load_env_switch(cache, monkeypatch):
+    path = cache.paths.current / SLOT
+    data = bytearray(path.read_bytes())
+    data[-1] ^= 0xFF          # inside tensor data: structurally valid, content changed
+    path.write_bytes(bytes(data))
+    monkeypatch.setenv("SEEDREUSE_VERIFY_ON_LOAD", "1")
+    with cache.snapshot() as snap, pytest.raises(CorruptCacheError, match="sha256"):
+        snap.load_slot("text")
 
 
 @pytest.mark.parametrize("bad", ["../x", "/etc/passwd", "a/b", "..", ".hidden", "a\\b"])
