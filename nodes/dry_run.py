@@ -19,16 +19,61 @@ from .segment_loop import segment_key
 from .segment_state import START_ID, find_end_node
 
 
-def _declared_inputs(cls) -> set:
+def _declared_specs(cls) -> dict:
+    """name -> input spec of the declared (required and optional) inputs of a node class."""
     try:
         spec = cls.INPUT_TYPES()
     except Exception:
-        return set()
-    return set((spec.get("required") or {})) | set((spec.get("optional") or {}))
+        return {}
+    return {**(spec.get("optional") or {}), **(spec.get("required") or {})}
+
+
+_COERCE = {"INT": int, "FLOAT": float, "STRING": str, "BOOLEAN": bool}
+
+
+def _coerce_literals(node: dict, specs: dict) -> None:
+    """Convert literal inputs the way ComfyUI's prompt validation does before execution
+    (execution.validate_inputs writes ``int(v)`` / ``float(v)`` / ``str(v)`` / ``bool(v)`` back
+    into the queued prompt and unwraps ``{"__value__": v}``), so the dry run computes keys from
+    the same values execution sees: the frontend sends a FLOAT widget holding 1.0 as ``1``."""
+    from ..reuse_backend.graph_key import is_link
+    inputs = node.get("inputs")
+    if not isinstance(inputs, dict):
+        return
+    for name, spec in specs.items():
+        if name not in inputs or is_link(inputs[name]):
+            continue
+        v = inputs[name]
+        if isinstance(v, dict) and "__value__" in v:
+            v = inputs[name] = v["__value__"]
+        kind = spec[0] if isinstance(spec, (list, tuple)) and spec else None
+        conv = _COERCE.get(kind) if isinstance(kind, str) else None
+        if conv is not None:
+            try:
+                inputs[name] = conv(v)
+            except (TypeError, ValueError, OverflowError):
+                pass  # execution rejects it at validation; the key walk sees the raw value
+
+
+def _change_token_fn(cls):
+    """The method execution.IsChangedCache calls for this class (V3 fingerprint_inputs when a
+    class in its MRO overrides it, else V1 IS_CHANGED), or None."""
+    try:
+        from comfy_api.internal import _ComfyNodeInternal, first_real_override
+    except ImportError:  # older hosts: V3 nodes define it on the class itself
+        if hasattr(cls, "GET_SCHEMA") and "fingerprint_inputs" in vars(cls):
+            return cls.fingerprint_inputs
+        return getattr(cls, "IS_CHANGED", None)
+    if isinstance(cls, type) and issubclass(cls, _ComfyNodeInternal):
+        fn = first_real_override(cls, "fingerprint_inputs")
+        if fn is not None:
+            return fn
+    return getattr(cls, "IS_CHANGED", None)
 
 
 def fill_change_tokens(prompt: dict) -> dict:
-    """A copy of ``prompt`` with ComfyUI's per-node ``is_changed`` values filled in."""
+    """A copy of ``prompt`` as execution sees it: literals coerced like ComfyUI's validation
+    does, and ComfyUI's per-node ``is_changed`` values filled in."""
     import nodes as comfy_nodes  # ComfyUI's node registry (the host's top-level module)
     from ..reuse_backend.graph_key import is_link
     out = copy.deepcopy(prompt)
@@ -37,17 +82,16 @@ def fill_change_tokens(prompt: dict) -> dict:
             continue
         ct = node.get("class_type", "")
         cls = comfy_nodes.NODE_CLASS_MAPPINGS.get(ct)
-        if cls is None or ct.startswith(PREFIX):
+        if cls is None:
             continue
-        fn = None
-        if hasattr(cls, "GET_SCHEMA") and "fingerprint_inputs" in vars(cls):
-            fn = cls.fingerprint_inputs
-        elif hasattr(cls, "IS_CHANGED"):
-            fn = cls.IS_CHANGED
+        specs = _declared_specs(cls)
+        _coerce_literals(node, specs)
+        if ct.startswith(PREFIX):
+            continue
+        fn = _change_token_fn(cls)
         if fn is None:
             continue
-        declared = _declared_inputs(cls)
-        literals = {k: v for k, v in (node.get("inputs") or {}).items() if k in declared and not is_link(v)}
+        literals = {k: v for k, v in (node.get("inputs") or {}).items() if k in specs and not is_link(v)}
         try:
             node["is_changed"] = [fn(**literals)]
         except Exception:

@@ -3,9 +3,13 @@
 GET  /seedreuse/caches                 names of committed caches under the root
 GET  /seedreuse/caches/{name}          manifest summary (key fields, artifacts, sizes, result, run)
 POST /seedreuse/check                  dry run: {"prompt": <API prompt>} -> per-node hit/miss and why
+
+Every refusal is a JSON body {"error": {...}} with a 4xx status, also for paths under
+/seedreuse/ that name no route (e.g. an empty cache name or a normalized "../").
 """
 from __future__ import annotations
 
+import asyncio
 import os
 
 from aiohttp import web
@@ -73,6 +77,14 @@ def register() -> None:
         finally:
             snap.close()
 
+    @routes.get("/seedreuse/caches/")
+    async def get_cache_empty_name(request):
+        try:
+            roots.validate_cache_name("")
+        except ReuseError as e:
+            return _error(e)
+        return _error(ValueError("empty cache name"))  # pragma: no cover (the name check refuses it)
+
     @routes.post("/seedreuse/check")
     async def check(request):
         from .dry_run import dry_run
@@ -83,7 +95,43 @@ def register() -> None:
         prompt = body.get("prompt") if isinstance(body, dict) else None
         if not isinstance(prompt, dict):
             return _error(ValueError("expected {\"prompt\": <API-format prompt>}"))
+        bad = _malformed(prompt)
+        if bad:
+            return _error(ValueError(f"not an API-format prompt: {bad}"))
         try:
-            return web.json_response(dry_run(prompt))
+            # off the event loop: the dry run hashes input files and probes the previous video
+            answer = await asyncio.get_running_loop().run_in_executor(None, dry_run, prompt)
         except ReuseError as e:
             return _error(e)
+        except Exception as e:
+            log.exception("seedreuse: dry run failed")
+            return _error(e, status=500)
+        return web.json_response(answer)
+
+    # Registered last: anything else under /seedreuse/ is a JSON 404, not the server's plain one.
+    @routes.get("/seedreuse/{tail:.*}")
+    async def unknown_get(request):
+        return _not_found(request)
+
+    @routes.post("/seedreuse/{tail:.*}")
+    async def unknown_post(request):
+        return _not_found(request)
+
+
+def _not_found(request):
+    return web.json_response({"error": {"code": "not_found", "type": "NotFound",
+                                        "message": f"no SeedReuse route {request.method} {request.path!r}",
+                                        "fix": "GET /seedreuse/caches, GET /seedreuse/caches/<name>, "
+                                               "POST /seedreuse/check"}}, status=404)
+
+
+def _malformed(prompt: dict) -> str | None:
+    """Why ``prompt`` is not an API-format prompt (node id -> {class_type, inputs}), or None."""
+    for nid, node in prompt.items():
+        if not isinstance(node, dict):
+            return f"node {nid!r} is {type(node).__name__}, not an object"
+        if not isinstance(node.get("class_type"), str):
+            return f"node {nid!r} has no class_type"
+        if not isinstance(node.get("inputs", {}), dict):
+            return f"node {nid!r}: inputs is {type(node.get('inputs')).__name__}, not an object"
+    return None

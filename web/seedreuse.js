@@ -80,7 +80,6 @@ const state = {
   lastSentJson: null,
   lastSig: null,
   checkError: null,
-  promptSig: {},      // prompt_id -> graph signature when it was queued
   segRuns: {},        // prompt_id -> [start node ids] announced by seedreuse.segments
 };
 
@@ -435,14 +434,14 @@ function ensureStyle() {
 .seedreuse-toast{pointer-events:auto;background:#2a1414;color:#ffe8e8;border:1px solid #a33;border-radius:6px;padding:10px 12px;font:13px/1.35 sans-serif;box-shadow:0 4px 16px rgba(0,0,0,.4);white-space:pre-wrap}
 .seedreuse-toast b{display:block;margin-bottom:4px}
 .seedreuse-toast .seedreuse-fix{margin-top:6px;color:#ffd27a}
-.seedreuse-timeline{box-sizing:border-box;width:100%;height:100%;padding:4px 2px;font:11px sans-serif;color:#ccc;display:flex;flex-direction:column;gap:4px;overflow:hidden}
-.seedreuse-timeline-blocks{display:flex;gap:2px;min-height:24px;flex:0 0 auto}
+.seedreuse-timeline{box-sizing:border-box;width:100%;height:100%;padding:2px;font:11px/14px sans-serif;color:#ccc;display:flex;flex-direction:column;gap:4px;overflow:hidden}
+.seedreuse-timeline-blocks{display:flex;gap:2px;height:24px;flex:0 0 24px}
 .seedreuse-seg{flex:1 1 0;min-width:8px;border-radius:3px;border:1px solid #555;background:#3a3a3a;color:#ddd;cursor:pointer;display:flex;align-items:center;justify-content:center;user-select:none;font-size:10px;padding:0}
 .seedreuse-seg.seedreuse-kept{background:#1f6f43;border-color:#2f9f63;color:#e8fff0}
 .seedreuse-seg.seedreuse-regen{background:#8a5a00;border-color:#b07a10;color:#fff5e0}
 .seedreuse-seg.seedreuse-selected{outline:2px solid #fff;outline-offset:-2px}
 .seedreuse-seg.seedreuse-disabled{opacity:.45;cursor:not-allowed}
-.seedreuse-timeline-label{white-space:nowrap;overflow:hidden;text-overflow:ellipsis}
+.seedreuse-timeline-label{flex:0 0 auto;white-space:nowrap;overflow:hidden;text-overflow:ellipsis}
 `;
   document.head.appendChild(s);
 }
@@ -654,7 +653,7 @@ function addTimeline(node) {
   if (typeof node.addDOMWidget === "function") {
     const w = node.addDOMWidget(TIMELINE_WIDGET, "seedreuse-timeline", root, {
       serialize: false, hideOnZoom: false, getValue: () => undefined, setValue: () => {},
-      getMinHeight: () => 58, getMaxHeight: () => 72,
+      margin: 6, getMinHeight: () => 60, getMaxHeight: () => 72,
     });
     if (w) w.serialize = false;
     node.__seedreuseTimeline.widget = w;
@@ -751,11 +750,6 @@ function wrapQueue() {
         noteError("queuePrompt rejected", e);
       }
       throw err;
-    }
-    try {
-      if (res && res.prompt_id) state.promptSig[res.prompt_id] = graphSignature();
-    } catch (e) {
-      noteError("queuePrompt", e);
     }
     return res;
   };
