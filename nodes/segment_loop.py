@@ -16,6 +16,7 @@ import torch
 from comfy_api.latest import io
 
 from ..reuse_backend import segments, video
+from ..reuse_backend.audio_features import slice_features
 from ..reuse_backend.errors import InvalidRequestError
 from ..reuse_backend.key import ReuseKey
 from ..reuse_backend.segment_plan import make_spec, plan_resume
@@ -62,9 +63,13 @@ class SeedReuseSegmentLoopStart(io.ComfyNode):
                 io.Int.Input("seed", default=0, min=0, max=0xFFFFFFFFFFFFFFFF, control_after_generate=True,
                              tooltip="Base seed; segment i samples with a seed derived from (seed, i)."),
                 io.Image.Input("initial_frames", optional=True,
-                               tooltip="Frames segment 0 starts from (e.g. the reference image)."),
+                               tooltip="Frames segment 0 starts from (e.g. the reference image). Leave it unconnected "
+                                       "for InfiniteTalk, whose node takes the reference image itself."),
                 io.Audio.Input("audio", optional=True,
                                tooltip="The whole audio track: sliced per segment and muxed into the result."),
+                io.AudioEncoderOutput.Input("audio_features", optional=True,
+                                            tooltip="Audio-encoder output of the whole track (e.g. through Encode or "
+                                                    "Reuse): sliced per segment, so a resume never re-encodes audio."),
                 LoopType.Input("loop_state", optional=True,
                                tooltip="Internal: set by the loop for segments after the first. Leave unconnected."),
             ],
@@ -78,6 +83,8 @@ class SeedReuseSegmentLoopStart(io.ComfyNode):
                 io.Latent.Output("motion_latent", tooltip="Latent of the motion frames when the body saved one."),
                 io.Int.Output("segment_seed", tooltip="Seed for this segment's sampler, derived from (seed, i)."),
                 io.Audio.Output("segment_audio", tooltip="The audio under this segment's F frames."),
+                io.AudioEncoderOutput.Output("segment_audio_features",
+                                             tooltip="audio_features cut to this segment's F frames (start(i) = i*(F-M))."),
             ],
             hidden=[io.Hidden.unique_id, io.Hidden.prompt, io.Hidden.dynprompt],
         )
@@ -88,14 +95,15 @@ class SeedReuseSegmentLoopStart(io.ComfyNode):
 
     @classmethod
     def execute(cls, session, segment_frames, motion_frames, total_frames, fps, seed,
-                initial_frames=None, audio=None, loop_state=None):
+                initial_frames=None, audio=None, audio_features=None, loop_state=None):
         state = loop_state if loop_state is not None else cls._first_state(
             session, segment_frames, motion_frames, total_frames, fps, seed, initial_frames, audio)
         i, spec = state.index, state.spec
         motion = state.motion_frames if (i > 0 or state.first_index > 0) else initial_frames
+        feats = None if audio_features is None else slice_features(audio_features, i, spec.F, spec.M, spec.fps)
         return io.NodeOutput(state, i, segments.segment_start(i, spec.F, spec.M), spec.F, motion,
                              state.motion_latent, segments.segment_seed(state.seed, i),
-                             _audio_slice(state.audio, i, spec))
+                             _audio_slice(state.audio, i, spec), feats)
 
     @classmethod
     def _first_state(cls, session, F, M, total_frames, fps, seed, initial_frames, audio) -> LoopState:

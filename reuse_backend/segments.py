@@ -174,3 +174,19 @@ def validate_resume(N: int, S: int) -> None:
             expected=f"0 <= reuse_prefix_segments < {S}", actual=N,
             fix=f"use reuse_prefix_segments between 0 and {S - 1}, or lengthen the video",
             details={"reuse_prefix_segments": N, "segment_count": S})
+
+
+def feature_window(i: int, F: int, M: int, fps, feature_rate) -> tuple[int, int]:
+    """``(start, end)`` feature frames under segment ``i`` for features at ``feature_rate`` Hz
+    (e.g. wav2vec2: 50 per second): round(start(i) * rate / fps) .. round((start(i)+F) * rate / fps)."""
+    F, M = _fm(F, M)
+    rate, r = Fraction(fps), Fraction(feature_rate).limit_denominator(10**6)
+    if rate <= 0 or r <= 0:
+        raise InvalidRequestError("fps and the feature rate must be positive", expected="> 0",
+                                  actual=(fps, feature_rate), fix="pass the video fps and the encoder's rate")
+    first = segment_start(i, F, M)
+
+    def at(frame: int) -> int:
+        return math.floor(Fraction(frame) * r / rate + Fraction(1, 2))
+
+    return at(first), at(first + F)

@@ -12,6 +12,7 @@ from typing_extensions import override
 
 from comfy_api.latest import ComfyExtension, io
 
+from .family_standins import FAMILY_NODES
 from .standins import NODES, register_routes
 
 _log = logging.getLogger("seedreuse.test")
@@ -20,7 +21,7 @@ _log = logging.getLogger("seedreuse.test")
 class SeedReuseTestExtension(ComfyExtension):
     @override
     async def get_node_list(self) -> list[type[io.ComfyNode]]:
-        return list(NODES)
+        return list(NODES) + list(FAMILY_NODES)
 
 
 _routes_done = False

@@ -1,0 +1,38 @@
+"""The support-matrix example workflows are the tested graphs, up to date with the host's schemas.
+
+tests/harness/make_family_examples.py builds each example from the graph its family test runs
+(stand-ins swapped for the stock nodes). This rebuilds them from the live worker's
+/object_info (with the pack loaded) and compares with example_workflows/ and its api/ twins,
+so a change to a tested graph or to a node schema shows up here. Regenerate with
+``python tests/harness/make_family_examples.py http://127.0.0.1:PORT`` (a worker with the pack).
+tests/test_examples.py validates all examples (format, UI/API agreement, host validation)."""
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from harness import make_family_examples as mfe
+
+pytestmark = pytest.mark.comfy
+
+
+def test_family_examples_are_up_to_date(family_workers):
+    a, _, _ = family_workers
+    built = mfe.build_examples(a.object_info())
+    assert set(built) == set(mfe.TITLES)
+    stale = []
+    for name, (ui, api) in built.items():
+        for path, obj in ((mfe.OUT / f"{name}.json", ui), (mfe.OUT / "api" / f"{name}.json", api)):
+            if not path.is_file() or json.loads(path.read_text()) != json.loads(mfe.dumps(obj)):
+                stale.append(str(path.relative_to(mfe.REPO)))
+        if not (mfe.OUT / f"{name}.jpg").is_file():
+            stale.append(f"example_workflows/{name}.jpg (missing)")
+    assert not stale, ("example workflows out of date (regenerate with "
+                       "`python tests/harness/make_family_examples.py <worker url>`): " + ", ".join(stale))
+
+
+def test_family_examples_use_stock_nodes_only():
+    for name, (api, _) in mfe.example_graphs().items():
+        test_only = sorted({n["class_type"] for n in api.values() if n["class_type"].startswith("SeedReuseTest")})
+        assert not test_only, f"{name}: test-only nodes in a shipped example: {test_only}"
