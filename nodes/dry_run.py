@@ -8,7 +8,7 @@ from __future__ import annotations
 import copy
 
 from ..reuse_backend import roots, segments
-from ..reuse_backend.errors import ReuseError
+from ..reuse_backend.errors import InvalidRequestError, ReuseError
 from ..reuse_backend.segment_plan import RESULT_FILE, SECTION, make_spec, plan_resume
 from ..reuse_backend.slots import decide_slot
 from ..reuse_backend.store import Cache
@@ -167,18 +167,33 @@ def _segment_answer(view, nid, snaps) -> dict:
             out["previous"] = {"segments": prev.get("S"), "frames": section.get("frames"),
                                "seed": section.get("seed"), "segment_starts": section.get("segment_starts"),
                                "result": RESULT_FILE}
-        if total == 0:  # duration from audio: only known at run time; use the previous run's
-            total = int(prev.get("total_frames") or 0)
-        if total <= 0:
-            raise ValueError("total_frames is 0 (audio duration) and there is no previous run to take it from")
-        spec = make_spec(F, M, fps, total)
-        out["S"] = spec.S
-        out["prefix_frames_by_n"] = [segments.prefix_frames(i, F, M) for i in range(spec.S)]
+        audio_expected = "audio" in inputs
+        if total == 0 and not audio_expected:  # what execution raises first (Segment Loop Start)
+            raise InvalidRequestError("total_frames is 0 and no audio is connected",
+                                      expected="total_frames > 0 or an audio input", actual=0,
+                                      fix="set total_frames, or connect the audio that sets the duration")
         end_id = find_end_node(view, nid)
         if end_id is None:
             raise ValueError("no Segment Loop End is connected to this Segment Loop Start")
+        if total == 0:  # duration from audio: only known at run time; use the previous run's
+            total = int(prev.get("total_frames") or 0)
+        if total <= 0:
+            # No previous run to take the audio duration from. N = 0 needs none: a normal run whose
+            # segment count follows the audio at run time. N > 0 fails as execution does (the plan
+            # is checked against a spec with N + 1 segments, so only the missing run can fail it).
+            if n > 0:
+                plan_resume(snap, cache_name=name, N=n,
+                            spec=make_spec(F, M, fps, segments.total_frames(n + 1, F, M)),
+                            key=None, audio_expected=audio_expected)
+            out.update({"valid": True, "will": "generate", "S": None, "prefix_frames_by_n": [0], "valid_n": [0],
+                        "reason": "the segment count follows the audio duration, known at run time",
+                        "plan": "no prefix reused: every segment is generated (the segment count follows "
+                                "the audio duration at run time)"})
+            return out
+        spec = make_spec(F, M, fps, total)
+        out["S"] = spec.S
+        out["prefix_frames_by_n"] = [segments.prefix_frames(i, F, M) for i in range(spec.S)]
         key = segment_key(view, end_id, spec)
-        audio_expected = "audio" in inputs
         plan = plan_resume(snap, cache_name=name, N=n, spec=spec, key=key, audio_expected=audio_expected)
         valid = []
         for cand in range(spec.S):

@@ -126,12 +126,14 @@ def _not_found(request):
 
 
 def _malformed(prompt: dict) -> str | None:
-    """Why ``prompt`` is not an API-format prompt (node id -> {class_type, inputs}), or None."""
+    """Why ``prompt`` is not an API-format prompt (node id -> {class_type, inputs}), or None.
+    A node without class_type is accepted: the canvas exports nodes of types the server lacks
+    that way, and the dry run treats them as unknown nodes."""
     for nid, node in prompt.items():
         if not isinstance(node, dict):
             return f"node {nid!r} is {type(node).__name__}, not an object"
-        if not isinstance(node.get("class_type"), str):
-            return f"node {nid!r} has no class_type"
+        if node.get("class_type") is not None and not isinstance(node["class_type"], str):
+            return f"node {nid!r}: class_type is {type(node['class_type']).__name__}, not a string"
         if not isinstance(node.get("inputs", {}), dict):
             return f"node {nid!r}: inputs is {type(node.get('inputs')).__name__}, not an object"
     return None
