@@ -55,7 +55,7 @@ class _EncodeOrReuse(io.ComfyNode):
             outputs=[
                 cls.IO.Output("restored", display_name="value",
                               tooltip=f"The {cls.WHAT}, restored or freshly encoded."),
-                io.String.Output("status", tooltip="reused / encoded, why, and the time saved."),
+                io.String.Output("status", display_name="status", tooltip="reused / encoded, why, and the time saved."),
             ],
             hidden=[io.Hidden.unique_id, io.Hidden.prompt, io.Hidden.dynprompt],
         )

@@ -31,10 +31,12 @@ def resolve_file(class_type: str, input_name: str, value: str) -> str | None:
         return None
     try:
         path = folder_paths.get_annotated_filepath(value)
-        if path and os.path.isfile(path):
-            return "input:" + file_identity.content_id(path, kind="input")
     except Exception:  # annotated-path parsing of odd strings: not a file then
-        pass
+        path = None
+    # only files inside ComfyUI's input/output/temp folders: a widget value naming any other
+    # path ("../x", "/etc/passwd") is plain text to the key, never read
+    if path and os.path.isfile(path) and _inside_io_folders(path):
+        return "input:" + file_identity.content_id(path, kind="input")
     for folder in sorted(folder_paths.folder_names_and_paths):
         if folder in ("custom_nodes", "configs"):
             continue
@@ -45,6 +47,16 @@ def resolve_file(class_type: str, input_name: str, value: str) -> str | None:
         if path and os.path.isfile(path):
             return f"model:{folder}:" + file_identity.content_id(path, kind="model")
     return None
+
+
+def _inside_io_folders(path: str) -> bool:
+    real = os.path.realpath(path)
+    for base in (folder_paths.get_input_directory(), folder_paths.get_output_directory(),
+                 folder_paths.get_temp_directory()):
+        b = os.path.realpath(base)
+        if real.startswith(b + os.sep):
+            return True
+    return False
 
 
 def current_prompt_id() -> str | None:

@@ -38,9 +38,9 @@ class SeedReusePrefixMerge(io.ComfyNode):
                                 tooltip="Output file name prefix (inside ComfyUI's output folder)."),
             ],
             outputs=[
-                io.Video.Output("video", tooltip="The merged video (for Save Video or previews)."),
-                io.Int.Output("frame_count", tooltip="Frames in the merged video."),
-                io.String.Output("status", tooltip="How the video was assembled and how long the merge took."),
+                io.Video.Output("video", display_name="video", tooltip="The merged video (for Save Video or previews)."),
+                io.Int.Output("frame_count", display_name="frame_count", tooltip="Frames in the merged video."),
+                io.String.Output("status", display_name="status", tooltip="How the video was assembled and how long the merge took."),
             ],
             is_output_node=True,
         )

@@ -42,7 +42,7 @@ class SeedReuseSession(io.ComfyNode):
                              tooltip="Segment Reuse: keep the first N segments of the previous successful video "
                                      "and generate from segment N. 0 = regenerate every segment."),
             ],
-            outputs=[SessionType.Output("session", tooltip="Connect to every SeedReuse node of this workflow.")],
+            outputs=[SessionType.Output("session", display_name="session", tooltip="Connect to every SeedReuse node of this workflow.")],
         )
 
     @classmethod

@@ -410,15 +410,9 @@ def test_traversal_attempts_are_refused_and_read_nothing_outside(w, env, booby_t
         assert not any(h in text for h in secret_hashes), "a hash of a file outside the root reached a response"
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "nodes/host.py resolve_file() resolves EVERY string literal upstream of a reuse node as a file name: "
-    "folder_paths.get_annotated_filepath() joins it onto the input folder without a containment check, so a "
-    "prompt text that is an absolute path (or ../..) of any readable file makes the key walk sha256 that file, "
-    "in full, also in the dry run (on the aiohttp event loop before the routes.py fix). The hash then appears "
-    "in GET /seedreuse/caches/{name} key_fields and in /seedreuse/check mismatch values. Fix in host.py: only "
-    "resolve values of file inputs (combo / upload inputs of the node's schema) and only paths whose realpath "
-    "stays inside ComfyUI's input/output/temp folders."))
 def test_a_text_naming_a_file_outside_is_not_read(w, env):
+    """A prompt text that is a path outside ComfyUI's input/output/temp folders is plain text to
+    the key walk: that file is never read or hashed."""
     name = cache_name("leak")
     target = env["outside"] / "manifest.json"
     secret = hashlib.sha256(target.read_bytes()).hexdigest()

@@ -184,6 +184,7 @@ function dryBadge(d) {
     if (d.will === "resume" && d.N > 0) {
       return { text: `will keep ${d.N}/${S} segments, generate ${S - d.N}`, tone: "reuse" };
     }
+    if (S == null) return { text: "will generate every segment (length from the audio)", tone: "encode" };
     return { text: `will generate all ${S} segment${S === 1 ? "" : "s"}`, tone: "encode" };
   }
   if (d.will === "reuse") return { text: "will reuse", tone: "reuse" };

@@ -436,7 +436,8 @@ def build_segments(info) -> Workflow:
                    segment_frames=81, motion_frames=9, total_frames=0, fps=16.0, seed=20250101,
                    control_after_generate="randomize",
                    props={"labels": {0: "loop", 1: "segment_index", 2: "start_frame", 3: "frames",
-                                     5: "motion_latent", 6: "segment_seed", 7: "segment_audio"}})
+                                     5: "motion_latent", 6: "segment_seed", 7: "segment_audio",
+                                     8: "segment_audio_features"}})
     wf.link(sess, 0, start, "session")
     wf.link(enc["img"], 0, start, "initial_frames")
     wf.link(audio, 0, start, "audio")
