@@ -14,6 +14,7 @@ from . import segments
 from .errors import InvalidRequestError
 
 ENCODER_SAMPLE_RATE = 16000
+FEATURE_RATE = 50.0   # wav2vec2: one feature frame per 320 samples at 16 kHz
 
 
 def _window(t: torch.Tensor, a: int, b: int) -> torch.Tensor:
@@ -25,19 +26,22 @@ def _window(t: torch.Tensor, a: int, b: int) -> torch.Tensor:
 
 
 def slice_features(features: dict, i: int, F: int, M: int, fps: float,
-                   sample_rate: int = ENCODER_SAMPLE_RATE) -> dict:
+                   sample_rate: int = ENCODER_SAMPLE_RATE, feature_rate: float = FEATURE_RATE) -> dict:
+    """Segment i's window: ``round(F * rate / fps)`` feature frames from ``round(start(i) * rate / fps)``.
+
+    The rate is the encoder's nominal one (50 Hz for wav2vec2), the rate the consuming
+    nodes assume; measuring it from ``T / duration`` reads slightly low (the encoder's
+    receptive field trims the ends) and would make some windows one frame short. Every
+    window has the same length.
+    """
     if not isinstance(features, dict) or "encoded_audio" not in features:
         raise InvalidRequestError("audio_features is not an audio-encoder output",
                                   expected="{'encoded_audio': [B, T, C], ...}", actual=type(features).__name__,
                                   fix="connect the output of an audio encoder (e.g. AudioEncoderEncode)")
     enc = features["encoded_audio"]
-    samples = features.get("audio_samples")
-    if not samples:
-        raise InvalidRequestError("audio_features has no audio_samples, so its frame rate is unknown",
-                                  expected="audio_samples > 0", actual=samples,
-                                  fix="use an audio encoder that records audio_samples")
-    rate = enc.shape[1] * sample_rate / samples           # feature frames per second
-    a, b = segments.feature_window(i, F, M, fps, rate)
+    rate = feature_rate
+    a, _ = segments.feature_window(i, F, M, fps, rate)
+    b = a + segments.feature_window(0, F, 0, fps, rate)[1]      # fixed length: F frames' worth
     out = dict(features)
     out["encoded_audio"] = _window(enc, a, b)
     layers = features.get("encoded_audio_all_layers")

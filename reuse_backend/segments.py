@@ -180,7 +180,7 @@ def feature_window(i: int, F: int, M: int, fps, feature_rate) -> tuple[int, int]
     """``(start, end)`` feature frames under segment ``i`` for features at ``feature_rate`` Hz
     (e.g. wav2vec2: 50 per second): round(start(i) * rate / fps) .. round((start(i)+F) * rate / fps)."""
     F, M = _fm(F, M)
-    rate, r = Fraction(fps), Fraction(feature_rate).limit_denominator(10**6)
+    rate, r = Fraction(fps).limit_denominator(10**6), Fraction(feature_rate).limit_denominator(10**6)
     if rate <= 0 or r <= 0:
         raise InvalidRequestError("fps and the feature rate must be positive", expected="> 0",
                                   actual=(fps, feature_rate), fix="pass the video fps and the encoder's rate")

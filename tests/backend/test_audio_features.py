@@ -20,7 +20,7 @@ def test_windows_follow_segment_starts():
         w = slice_features(f, i, F, M, fps)
         start = segments.segment_start(i, F, M)   # frames; 50 feature frames per second
         a = round(start * 50 / fps)
-        assert w["encoded_audio"].shape == (1, round(F * 50 / fps), 4)
+        assert w["encoded_audio"].shape == (1, round(F * 50 / fps), 4)   # same length every segment
         assert w["encoded_audio"][0, 0, 0].item() == a
         assert w["encoded_audio_all_layers"][2][0, 0, 0].item() == a + 2
         assert isinstance(w["encoded_audio_all_layers"], tuple)
@@ -32,3 +32,9 @@ def test_past_the_end_is_zero_padded_and_bad_input_refused():
     assert w["encoded_audio"].shape[1] == 50 and float(w["encoded_audio"][0, -1].abs().sum()) == 0
     with pytest.raises(InvalidRequestError):
         slice_features({"waveform": torch.zeros(1)}, 0, 25, 5, 25.0)
+
+
+def test_window_length_is_fixed_even_when_rounding_differs():
+    f = features(seconds=3.0)
+    lengths = {slice_features(f, i, 9, 5, 16.0)["encoded_audio"].shape[1] for i in range(6)}
+    assert lengths == {round(9 * 50 / 16.0)}

@@ -7,16 +7,21 @@ text, CLIP vision and wav2vec2 encoders are the counting stand-ins.
 
 * one clip: the text, CLIP vision and whole-track audio-encoder outputs are reused across workers
   (0 encoder executions on B); the node takes the window [0, length) of the reused features.
-* a long video as a Segment Loop: text and CLIP vision reused outside the loop; segment i's
-  audio (the loop's segment_audio) is the track at frames [start(i), start(i) + F),
-  start(i) = i*(F-M); the body encodes it and the node continues from the loop's motion frames;
-  worker B resumes A's video at N with a new seed: segments < N are not generated, B's segment N
-  starts from exactly A's boundary frames, the kept frames are identical, the new ones differ.
+* a long video as a Segment Loop: text, CLIP vision AND the whole track's audio-encoder output
+  are encoded outside the loop, once, through Encode or Reuse; Segment Loop Start cuts the
+  features per segment (segment_audio_features = the feature frames under video frames
+  [start(i), start(i) + F), start(i) = i*(F-M)), checked here against a slice of the cached
+  whole-track features computed in this file; the node continues from the loop's motion frames
+  with its window at [0, F) of that cut; worker B resumes A's video at N with a new seed: the
+  audio encoder and its loader do not run (cache hit), segments < N are not generated, B's
+  segment N starts from exactly A's boundary frames, the kept frames are identical, the new
+  ones differ.
 """
 from __future__ import annotations
 
 import hashlib
 import math
+from fractions import Fraction
 from pathlib import Path
 
 import numpy as np
@@ -26,6 +31,7 @@ import torch
 from harness import graphs
 from harness.family_graphs import IT, infinitetalk_clip, infinitetalk_segments
 from reuse_backend import video
+from reuse_backend.store import Cache
 
 from ._common import executed_display, manifest, nonzero, slot_events, ui_of
 
@@ -47,13 +53,39 @@ def tensor_sha(t: torch.Tensor) -> str:
     return hashlib.sha256(data + str(t.dtype).encode()).hexdigest()
 
 
-def expected_window(wave: torch.Tensor, i: int, F: int, M: int) -> torch.Tensor:
-    """The audio under segment i, computed here from first principles: frames
-    [i*(F-M), i*(F-M)+F) at FPS, i.e. samples [start*SR/FPS, (start+F)*SR/FPS), zero-padded."""
+def feature_slice(track: dict, i: int, F: int, M: int) -> tuple[dict, tuple[int, int]]:
+    """Segment i's cut of the whole-track audio-encoder output, computed here from first
+    principles: wav2vec2 features run at the nominal r = 50 frames per second (the rate the
+    InfiniteTalk node assumes), segment i covers video frames [start, start + F),
+    start = i*(F-M), so it gets round(F*r/FPS) feature frames from round(start*r/FPS) (halves up),
+    zero-padded past the end of the track; audio_samples becomes the 16 kHz length of that cut."""
+    enc = track["encoded_audio"]
+    r = Fraction(50)
     start = i * (F - M)
-    a, b = round(start * SR / FPS), round((start + F) * SR / FPS)
-    out = wave[..., a:b]
-    return torch.nn.functional.pad(out, (0, (b - a) - out.shape[-1]))
+    a = math.floor(Fraction(start) * r / Fraction(FPS) + Fraction(1, 2))
+    b = a + math.floor(Fraction(F) * r / Fraction(FPS) + Fraction(1, 2))
+
+    def cut(t):
+        out = t[:, a:b]
+        return torch.nn.functional.pad(out, (0, 0, 0, (b - a) - out.shape[1]))
+
+    layers = tuple(cut(t) for t in track["encoded_audio_all_layers"])
+    return {"encoded_audio": cut(enc), "encoded_audio_all_layers": layers,
+            "audio_samples": round((b - a) * SR / r)}, (a, b)
+
+
+def node_window(features: dict, length: int) -> tuple[int, torch.Tensor]:
+    """What WanInfiniteTalkToVideo (newer host) takes from features with the window [0, length):
+    all layers but the first, interpolated from 50 Hz to 25 fps (int(T / 2) frames), padded with
+    the first frame up to length (comfy.ldm.wan.model_multitalk.get_audio_embeds). Returns
+    (interpolated frames before padding, window [length, layers, C])."""
+    layers = torch.stack(features["encoded_audio_all_layers"], dim=0).squeeze(1)[1:]      # [L, T, C]
+    n = int(layers.shape[1] / 50.0 * 25)
+    x = torch.nn.functional.interpolate(layers.transpose(1, 2), size=n, align_corners=True, mode="linear")
+    x = x.transpose(1, 2).movedim(0, 1)                                                    # [n, L, C]
+    if length > n:
+        x = torch.cat([x, x[:1].repeat(length - n, 1, 1)], dim=0)
+    return n, x[:length]
 
 
 def test_infinitetalk_clip_encoder_reuse(ab):
@@ -84,13 +116,24 @@ def test_infinitetalk_clip_encoder_reuse(ab):
 
 
 def _segments(res):
-    """Per generated segment, in order: (segment_audio, previous_frames, images) tap records and
-    the stand-in node's window record."""
-    taps = {label: [] for label in ("segment_audio", "previous_frames", "images")}
-    for rec in ui_of(res, IT.TAP_AUDIO, "inspect") + ui_of(res, IT.TAP_MOTION, "inspect") + \
+    """Per generated segment, in order: (segment_audio_features, previous_frames, images) tap
+    records and the stand-in node's window record."""
+    taps = {label: [] for label in ("segment_audio_features", "previous_frames", "images")}
+    for rec in ui_of(res, IT.TAP_FEATURES, "inspect") + ui_of(res, IT.TAP_MOTION, "inspect") + \
             ui_of(res, IT.TAP_IMAGES, "inspect"):
         taps[rec["label"]].append(rec["value"])
     return taps, ui_of(res, IT.SEG_TALK, "infinitetalk")
+
+
+def _check_features(tap: dict, exp: dict, i: int) -> None:
+    """The loop's segment_audio_features (a tap's describe()) is exactly the expected cut."""
+    items = tap["items"]
+    assert items["encoded_audio"]["shape"] == list(exp["encoded_audio"].shape)
+    assert items["encoded_audio"]["sha256"] == tensor_sha(exp["encoded_audio"]), f"segment {i}: wrong features"
+    layers = items["encoded_audio_all_layers"]["items"]
+    assert [x["sha256"] for x in layers] == [tensor_sha(t) for t in exp["encoded_audio_all_layers"]], \
+        f"segment {i}: wrong all-layers features"
+    assert items["audio_samples"]["value"] == exp["audio_samples"]
 
 
 def test_infinitetalk_segment_loop_audio_windows_and_resume(ab):
@@ -102,21 +145,39 @@ def test_infinitetalk_segment_loop_audio_windows_and_resume(ab):
     wave = sine(total / FPS)
 
     ra = a.run(infinitetalk_segments("talk_ref.png", seed=61, F=F, M=M, total_frames=total)).raise_for_status()
-    assert a.counts()["audio_encode"] == S and a.counts()["text_encode"] == 1
+    ca = a.counts()
+    # the whole track is encoded once, outside the loop (not once per segment)
+    assert (ca["audio_loader"], ca["audio_encode"], ca["text_encode"], ca["clip_vision_encode"]) == (1, 1, 1, 1)
+    assert executed_display(ra, IT.AUDIO_ENCODE) == 1 and executed_display(ra, IT.SEG_SAMPLER) == S
+    assert set(manifest(root, "infinitetalk_segments")["slots"]) == {"positive", "clip_vision", "audio_features"}
+    with Cache(root, "infinitetalk_segments").snapshot() as snap:
+        track = snap.load_slot("audio_features")            # the whole-track features A encoded
+    # the features of the 16 kHz track (here the sine itself: SR = 16 kHz)
+    assert track["audio_samples"] == wave.shape[-1] == total * SR // int(FPS)
+    assert ui_of(ra, IT.TAP_TRACK, "inspect")[0]["value"]["items"]["encoded_audio"]["sha256"] == \
+        tensor_sha(track["encoded_audio"])
     taps_a, talk_a = _segments(ra)
-    assert len(talk_a) == len(taps_a["segment_audio"]) == S
+    assert len(talk_a) == len(taps_a["segment_audio_features"]) == S
+    cuts = []
     for i in range(S):
-        seg = taps_a["segment_audio"][i]["items"]
-        exp = expected_window(wave, i, F, M)
-        assert seg["sample_rate"]["value"] == SR
-        assert seg["waveform"]["shape"] == list(exp.shape) == [1, 1, F * SR // int(FPS)]
-        assert seg["waveform"]["sha256"] == tensor_sha(exp), f"segment {i}: wrong audio window"
+        exp, (fa, fb) = feature_slice(track, i, F, M)
+        cuts.append((fa, fb))
+        _check_features(taps_a["segment_audio_features"][i], exp, i)
+        n, win = node_window(exp, F)
         rec = talk_a[i]
-        assert (rec["audio_start"], rec["audio_end"]) == (0, F)     # into the segment's own features
-        assert rec["audio_samples_16k"] == exp.shape[-1]
+        # the node's window is [0, F) of the segment's own cut: previous_frames is the loop's
+        # M motion frames and motion_frame_count = M, so previous_frames.shape[0] - M = 0
+        assert (rec["audio_start"], rec["audio_end"]) == (0, F)
+        assert rec["audio_samples_16k"] == exp["audio_samples"]
+        assert (rec["feature_frames"], rec["window_frames"], rec["padded_frames"]) == (n, F, F - n)
+        assert rec["window_sha256"] == tensor_sha(win)
         assert rec["previous_frames"] == (None if i == 0 else M) and rec["is_extend"] == (i > 0)
         if i > 0:   # segment i continues from the last M frames segment i-1 decoded
             assert rec["previous_frames_sha256"] == taps_a["previous_frames"][i]["sha256"]
+    # the cuts follow start(i) = i*(F-M) through the track (2F feature frames each at 50 Hz, 25 fps)
+    # and the last one reaches the end of the track
+    assert [fa for fa, _ in cuts] == sorted({fa for fa, _ in cuts}) and cuts[-1][1] >= track["encoded_audio"].shape[1]
+    assert {fb - fa for fa, fb in cuts} == {2 * F}
     v1 = video.decode_frames(str(a.output_path(ra.output_files(IT.MERGE)[0])))
     assert v1.shape[0] == total
 
@@ -124,16 +185,22 @@ def test_infinitetalk_segment_loop_audio_windows_and_resume(ab):
     rb = b.run(infinitetalk_segments("talk_ref.png", seed=62, F=F, M=M, total_frames=total, prefix_segments=N,
                                      reuse="require")).raise_for_status()
     cb = b.counts()
-    assert nonzero(cb, "text_loader", "text_encode", "clip_vision_loader", "clip_vision_encode") == {}
-    assert cb["audio_encode"] == S - N                          # only the generated segments' windows
+    # cache hit: no encoder and no encoder loader runs on B, the audio encoder included
+    assert nonzero(cb, "text_loader", "text_encode", "clip_vision_loader", "clip_vision_encode",
+                   "audio_loader", "audio_encode") == {}
+    assert executed_display(rb, IT.AUDIO_ENCODE) == 0 and executed_display(rb, IT.AUDIO_LOADER) == 0
     assert executed_display(rb, IT.SEG_SAMPLER) == S - N
-    assert {k: v["action"] for k, v in slot_events(rb).items()} == {"positive": "reused", "clip_vision": "reused"}
+    assert {k: v["action"] for k, v in slot_events(rb).items()} == {
+        "positive": "reused", "clip_vision": "reused", "audio_features": "reused"}
+    assert ui_of(rb, IT.TAP_TRACK, "inspect")[0]["value"]["items"]["encoded_audio"]["sha256"] == \
+        tensor_sha(track["encoded_audio"])                   # B's reused features are A's
     taps_b, talk_b = _segments(rb)
-    assert len(talk_b) == S - N
+    assert len(talk_b) == len(taps_b["segment_audio_features"]) == S - N
     for j, i in enumerate(range(N, S)):
-        exp = expected_window(wave, i, F, M)
-        assert taps_b["segment_audio"][j]["items"]["waveform"]["sha256"] == tensor_sha(exp), f"segment {i}"
+        exp, _ = feature_slice(track, i, F, M)
+        _check_features(taps_b["segment_audio_features"][j], exp, i)
         assert (talk_b[j]["audio_start"], talk_b[j]["audio_end"], talk_b[j]["previous_frames"]) == (0, F, M)
+        assert talk_b[j]["window_sha256"] == talk_a[i]["window_sha256"]
         # B generates segment i with a new seed from the same inputs A had
         assert taps_b["images"][j]["sha256"] != taps_a["images"][i]["sha256"]
     # B's first segment starts from exactly the boundary A saved

@@ -209,8 +209,9 @@ def qwen_edit(image_name: str, seed: int, prompt_text: str = "make it blue", *, 
 IT = SimpleNamespace(UNET="1", VAE="2", TEXT_LOADER="3", POS="4", NEG="5", CV_LOADER="6", IMAGE="7", CV_ENCODE="8",
                      AUDIO="9", AUDIO_LOADER="10", AUDIO_ENCODE="11", PATCH="12", TALK="13", SAMPLER="14",
                      DECODE="15", VIDEO="16", SAVE="17", R_POS="101", R_CV="105", R_AUDIO="106",
-                     START="200", TAP_AUDIO="201", SEG_ENCODE="202", TAP_MOTION="203", SEG_TALK="204",
-                     SEG_SAMPLER="205", SEG_DECODE="206", TAP_IMAGES="207", BOUNDARY="208", END="209", MERGE="210")
+                     START="200", TAP_FEATURES="201", TAP_MOTION="203", SEG_TALK="204",
+                     SEG_SAMPLER="205", SEG_DECODE="206", TAP_IMAGES="207", BOUNDARY="208", END="209", MERGE="210",
+                     TAP_TRACK="211")
 
 
 def _infinitetalk_common(p, image_name, prompt_text, *, seconds, sample_rate, frequency, unet, vae, text_encoder,
@@ -282,31 +283,43 @@ def infinitetalk_segments(image_name: str, seed: int, prompt_text: str = "a pers
                           text_encoder=tm.TEXT_ENCODER, clip_vision=tm.CLIP_VISION, audio_encoder=tm.AUDIO_ENCODER,
                           model_patch=fm.INFINITETALK_PATCH, crop="center", taps=True,
                           filename_prefix="seedreuse/infinitetalk") -> dict:
-    """A long InfiniteTalk video as a SeedReuse Segment Loop: text and CLIP vision are reused
-    outside the loop; the loop slices the whole audio track into segment i's window
-    (segment_audio: frames [start(i), start(i)+F), start(i) = i*(F-M)); the body encodes that
-    window, and WanInfiniteTalkToVideo continues from the loop's motion frames (previous_frames:
-    none for segment 0, the previous segment's last M frames after; motion_frame_count = M, so
-    its window into the segment's features starts at 0)."""
+    """A long InfiniteTalk video as a SeedReuse Segment Loop. Outside the loop, once: the text,
+    CLIP vision and the WHOLE audio track's encoder output, each through Encode or Reuse (slots
+    positive, clip_vision, audio_features). The whole-track features go into Segment Loop Start's
+    audio_features, which cuts them per segment (segment_audio_features: the features under frames
+    [start(i), start(i)+F), start(i) = i*(F-M)); the body's WanInfiniteTalkToVideo takes that cut
+    as audio_encoder_output_1 and continues from the loop's motion frames (previous_frames: none
+    for segment 0, the previous segment's last M frames after; motion_frame_count = M). The node
+    starts its audio window at previous_frames.shape[0] - motion_frame_count, which is 0 exactly
+    when previous_frames is the loop's M motion frames: the window is [0, F) of the pre-cut
+    features. The audio encoder never runs inside the loop, so a resume does not run it at all.
+    The Start node still takes the waveform (audio): it sets the duration (total_frames = 0) and
+    Prefix Merge muxes it."""
     p: dict = {}
     _session(p, cache_name, reuse, prefix_segments)
     _infinitetalk_common(p, image_name, prompt_text, seconds=total_frames / fps, sample_rate=sample_rate,
                          frequency=frequency, unet=unet, vae=vae, text_encoder=text_encoder, clip_vision=clip_vision,
                          audio_encoder=audio_encoder, model_patch=model_patch, crop=crop)
+    p[IT.AUDIO_ENCODE] = _n("SeedReuseTestAudioEncode", {"audio_encoder": link(IT.AUDIO_LOADER),
+                                                         "audio": link(IT.AUDIO), "work_ms": 0},
+                            "Encode the whole track")
+    track = _reuse(p, IT.R_AUDIO, "AudioFeatures", "audio_features", link(IT.AUDIO_ENCODE))
+    if taps:
+        p[IT.TAP_TRACK] = _n("SeedReuseTestTap", {"value": track, "label": "track_features"})
+        track = link(IT.TAP_TRACK)
     p[IT.START] = _n("SeedReuseSegmentLoopStart", {
         "session": link(SESSION), "segment_frames": F, "motion_frames": M, "total_frames": total_frames,
-        "fps": float(fps), "seed": int(seed), "audio": link(IT.AUDIO)}, "Segment Loop Start")
-    seg_audio, motion, images = link(IT.START, 7), link(IT.START, 4), link(IT.SEG_DECODE)
+        "fps": float(fps), "seed": int(seed), "audio": link(IT.AUDIO), "audio_features": track},
+        "Segment Loop Start")
+    seg_features, motion, images = link(IT.START, 8), link(IT.START, 4), link(IT.SEG_DECODE)
     if taps:
-        p[IT.TAP_AUDIO] = _n("SeedReuseTestTap", {"value": seg_audio, "label": "segment_audio"})
+        p[IT.TAP_FEATURES] = _n("SeedReuseTestTap", {"value": seg_features, "label": "segment_audio_features"})
         p[IT.TAP_MOTION] = _n("SeedReuseTestTap", {"value": motion, "label": "previous_frames"})
         p[IT.TAP_IMAGES] = _n("SeedReuseTestTap", {"value": images, "label": "images"})
-        seg_audio, motion, images = link(IT.TAP_AUDIO), link(IT.TAP_MOTION), link(IT.TAP_IMAGES)
-    p[IT.SEG_ENCODE] = _n("SeedReuseTestAudioEncode", {"audio_encoder": link(IT.AUDIO_LOADER), "audio": seg_audio,
-                                                       "work_ms": 0}, "Encode segment audio")
+        seg_features, motion, images = link(IT.TAP_FEATURES), link(IT.TAP_MOTION), link(IT.TAP_IMAGES)
     p[IT.SEG_TALK] = _n("SeedReuseTestInfiniteTalkToVideo", _talk_inputs(
         positive=link(IT.R_POS), negative=link(IT.NEG), width=width, height=height, length=link(IT.START, 3),
-        audio=link(IT.SEG_ENCODE), motion_frame_count=M, previous_frames=motion))
+        audio=seg_features, motion_frame_count=M, previous_frames=motion))
     p[IT.SEG_SAMPLER] = _n("KSampler", {"model": link(IT.SEG_TALK, 0), "seed": link(IT.START, 6), "steps": steps,
                                         "cfg": cfg, "sampler_name": sampler_name, "scheduler": scheduler,
                                         "positive": link(IT.SEG_TALK, 1), "negative": link(IT.SEG_TALK, 2),

@@ -189,10 +189,16 @@ class SeedReuseTestInfiniteTalkToVideo(io.ComfyNode):
     concat_latent_image/concat_mask, clip_vision_output), the latent, the motion frames
     (``previous_frames[-motion_frame_count:]``, VAE-encoded) and the audio window
     (``previous_frames.shape[0] - motion_frame_count`` .. ``+ length`` in 25 fps frames of the
-    wav2vec2 features interpolated from 50 Hz; 0 .. length without previous frames). The window
-    goes into the patched model's transformer_options["audio_embeds"] unprojected (the
-    projection and the attention patch need the InfiniteTalk patch weights) and is recorded in
-    the node's ui output "infinitetalk"."""
+    wav2vec2 features interpolated from 50 Hz; 0 .. length without previous frames; features
+    shorter than the window's end padded with their first frame, as the host's get_audio_embeds
+    does). The window goes into the patched model's transformer_options["audio_embeds"]
+    unprojected (the projection, its +-2 frame context and the attention patch need the
+    InfiniteTalk patch weights) and is recorded in the node's ui output "infinitetalk"
+    (feature_frames: interpolated frames before padding, padded_frames, window_sha256).
+
+    In a Segment Loop the features are the loop's segment_audio_features (already cut to the
+    segment) and previous_frames the loop's M motion frames with motion_frame_count = M, so the
+    window starts at 0, as in the newer host's node."""
 
     @classmethod
     def define_schema(cls):
@@ -294,13 +300,20 @@ class SeedReuseTestInfiniteTalkToVideo(io.ComfyNode):
             audio_end = length
             motion_latent = concat_latent_image[:, :, :1]
 
+        # comfy/ldm/wan/model_multitalk.get_audio_embeds: features shorter than audio_end are padded
+        # with their FIRST frame repeated ("most likely silence"); the node does not fail
+        feature_frames = int(encoded[0].shape[0])
+        if audio_end > feature_frames:
+            encoded = [torch.cat([e, e[:1].repeat(audio_end - feature_frames, *([1] * (e.dim() - 1)))], dim=0)
+                       for e in encoded]
         window = [e[audio_start:audio_end] for e in encoded]
         topts = model_patched.model_options.setdefault("transformer_options", {})
         topts["audio_embeds"] = window[0]
         topts["seedreuse_test_motion_latent"] = motion_latent
         record = {
             "audio_start": audio_start, "audio_end": audio_end, "length": length,
-            "feature_frames": int(encoded[0].shape[0]), "window_frames": int(window[0].shape[0]),
+            "feature_frames": feature_frames, "window_frames": int(window[0].shape[0]),
+            "padded_frames": max(0, audio_end - feature_frames),
             "window_sha256": _sha(window[0]),
             "audio_samples_16k": int(audio_encoder_output_1.get("audio_samples", -1)),
             "previous_frames": None if previous_frames is None else int(previous_frames.shape[0]),
