@@ -1,0 +1,867 @@
+"""Soak: a serial chain of requests against real ComfyUI workers that share one cache root.
+
+The client sends one request at a time (the serial contract: it waits for the terminal
+event before sending the next), each to a random worker (seeded RNG). Requests mix
+Encoder Reuse (``t2v_reuse``, reuse auto / require, one of two prompt texts) and Segment
+Reuse (``segment_graph``, random N in 0..S-1, random seed). Faults are injected at random:
+
+* ``fail``      SeedReuseTestFail after sampling (t2v: VAEDecode -> CreateVideo; segments:
+                inside the loop body after VAEDecode when N = 0, or between Segment Loop End
+                and Prefix Merge);
+* ``interrupt`` SeedReuseTestSlow at the same places; POST /interrupt once it is executing;
+* ``kill``      SIGKILL of the worker during the run's last phase, either
+                ``late`` (a random delay after the last node starts, calibrated on earlier
+                runs) or ``fs`` (the moment the commit is seen on disk: ``<name>.tmp/manifest.json``
+                or ``<name>.old`` appears, plus a random 0..3 ms); the worker is restarted.
+
+After every step the cache is compared with a model of "the last successful request":
+
+* success   -> the committed manifest is the one this request produced (run.prompt_id,
+              slots / key text, boundaries, segment section, result.mp4 sha256 == the saved
+              output video), or unchanged for an all-hit Encoder Reuse request;
+* error / interrupted -> the committed manifest is unchanged (byte-for-byte same dict);
+* killed    -> unchanged (the request failed) or this request's (it counts as a success);
+              anything else is a corruption.
+
+and the work done is checked: a reused slot means stand-in encode/loader counts of 0, a
+segment run samples exactly S - N times (``executing`` events whose display_node is the
+sampler), the result video decodes to the expected frame count with audio, its first P(N)
+frames and its audio packets equal the previous result's. ``reuse_backend.check`` must report
+no problem after every step, except the repairable leftovers of a kill (stale staging, dead
+owner's lock, ``.old``), which the next request on that cache must clean up.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import random
+import shutil
+import socket
+import sys
+import threading
+import time
+import urllib.error
+from collections import Counter
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+TESTS_DIR = Path(__file__).resolve().parents[1]
+REPO_ROOT = TESTS_DIR.parent
+for _p in (str(TESTS_DIR), str(REPO_ROOT)):
+    if _p not in sys.path:
+        sys.path.insert(0, _p)
+
+import numpy as np  # noqa: E402
+
+from harness import graphs  # noqa: E402
+from harness.graphs import T2V  # noqa: E402
+from harness.reuse_graphs import SEG, segment_graph, t2v_reuse  # noqa: E402
+from harness.worker import ComfyWorker, HTTPFailure, WorkerError, WorkerGroup  # noqa: E402
+from reuse_backend import segments as segmod  # noqa: E402
+from reuse_backend import video  # noqa: E402
+from reuse_backend.check import REPAIRABLE, check  # noqa: E402
+from reuse_backend.errors import ReuseError  # noqa: E402
+from reuse_backend.lock import read_lock  # noqa: E402
+from reuse_backend.store import Cache  # noqa: E402
+
+T2V_CACHE, SEG_CACHE = "default", "segments"
+F, M, TOTAL = 9, 3, 27
+S = segmod.segment_count(TOTAL, F, M)
+TEXTS = ("a red fox in the snow", "a blue bird on a wire")
+SEG_TEXT = "a talking test head"
+FAULT_NODE = "300"
+KILL_ERRORS = (WorkerError, HTTPFailure, urllib.error.URLError, ConnectionError, OSError)
+
+
+# ------------------------------------------------------------------ configuration / records
+
+@dataclass
+class SoakConfig:
+    requests: int = 24
+    seed: int = 20240601
+    fail: float = 0.15          # share of requests with an injected node failure
+    interrupt: float = 0.12     # ... with an interrupt
+    kill: float = 0.12          # ... with a SIGKILL in the last phase
+    min_each: int = 2           # at least this many of each fault
+    time_budget_s: float | None = None   # no new (non-follow-up) request after this
+    request_timeout_s: float = 240.0
+    t2v_share: float = 0.45
+    verbose: bool = True
+    # a cache root the pack must refuse (e.g. sshfs): every request that reaches a SeedReuse
+    # node must fail with one of these messages, nothing may ever be published
+    expect_refused: tuple = ()
+
+
+@dataclass
+class Request:
+    idx: int
+    kind: str                 # "t2v" | "segment"
+    cache: str
+    worker: int
+    mode: str                 # auto | require
+    seed: int
+    text: str
+    N: int = 0
+    fault: str = "none"       # none | fail | interrupt | kill
+    where: str = ""           # fault location
+    kill_mode: str = ""       # late | fs
+    prediction: str = ""      # commit | hit | reject
+    reject_reason: str = ""
+    follow_up: bool = False
+
+
+@dataclass
+class Step:
+    idx: int
+    req: dict
+    outcome: str              # success | error | interrupted | killed
+    classified: str           # e.g. success-commit, success-hit, rejected, failed, interrupted, kill-before-commit
+    seconds: float
+    sampled: int | None = None
+    version_before: str | None = None
+    version_after: str | None = None
+    leftovers: list = field(default_factory=list)
+    notes: list = field(default_factory=list)
+
+
+@dataclass
+class CacheModel:
+    name: str
+    manifest: dict | None = None    # the committed manifest of the last successful request
+    text: str | None = None         # t2v: the prompt text of the committed slot
+    result_copy: Path | None = None  # segments: a copy of the committed result.mp4
+    leftovers: set = field(default_factory=set)   # repairable problems a kill left behind
+    lock_owner: dict | None = None  # the killed writer's lock, when it was left behind
+
+    @property
+    def version(self):
+        return self.manifest["version"] if self.manifest else None
+
+    @property
+    def pending(self) -> bool:
+        """A kill left something the next writer must recover (also a dead writer's lock that
+        check() from a third host still calls live: only its own host can prove it dead)."""
+        return bool(self.leftovers or self.lock_owner)
+
+
+class SoakFailure(AssertionError):
+    pass
+
+
+class _ClipVisionOutputStandIn:
+    """Stand-in for comfy.clip_vision.Output in this (non-ComfyUI) process, see below."""
+
+
+def register_host_adapters() -> None:
+    """check() loads every tensor file to validate its structure; outside ComfyUI the adapter
+    of comfy.clip_vision.Output (registered by nodes/adapters.py inside the worker) is missing,
+    so check() run from the test process (or `python -m reuse_backend check`) reports a valid
+    cache as `unreadable_tensor` (pack defect, reported). Register an attribute-bag stand-in
+    under the same name so check() can validate the structure here."""
+    from reuse_backend import serialize
+
+    def to_fields(obj):
+        return dict(vars(obj))
+
+    def from_fields(fields):
+        obj = _ClipVisionOutputStandIn()
+        for k, v in fields.items():
+            if not isinstance(k, str) or not k.isidentifier() or k.startswith("_"):
+                raise ValueError(f"invalid attribute name {k!r}")
+            setattr(obj, k, v)
+        return obj
+
+    serialize.register_adapter(_ClipVisionOutputStandIn, "comfy.clip_vision.Output", to_fields, from_fields)
+
+
+# ------------------------------------------------------------------ fleets
+
+class LocalFleet:
+    """N workers on this host (one process each) sharing one cache root."""
+
+    def __init__(self, base: Path, models_dir: Path, n: int = 3):
+        self.base = Path(base)
+        self.cache_root = self.base / "cache"
+        self.group = WorkerGroup(self.base, n, models_dir=models_dir, cache_root=self.cache_root,
+                                 name_prefix="soak")
+        self.workers: list[ComfyWorker] = list(self.group)
+
+    def start(self) -> "LocalFleet":
+        self.group.start()
+        for w in self.workers:
+            graphs.write_test_image(Path(w.input_dir) / "ref.png", seed=7)
+        return self
+
+    def stop(self) -> None:
+        self.group.stop()
+
+    def host_of(self, w: ComfyWorker) -> str:
+        return socket.gethostname()    # what the lock records as the owner's host
+
+    def restart(self, w: ComfyWorker) -> None:
+        w.start()
+
+    def describe(self) -> str:
+        return f"{len(self.workers)} workers on this host, cache root {self.cache_root}"
+
+
+# ------------------------------------------------------------------ helpers
+
+def sha256_file(path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for b in iter(lambda: f.read(1 << 20), b""):
+            h.update(b)
+    return h.hexdigest()
+
+
+def sampled(events) -> int:
+    return sum(1 for e in events if e.get("type") == "executing"
+               and (e.get("data") or {}).get("display_node") == SEG.SAMPLER)
+
+
+def t2v_sampled(events) -> int:
+    return sum(1 for e in events if e.get("type") == "executing"
+               and (e.get("data") or {}).get("display_node") == T2V.SAMPLER)
+
+
+def slot_actions(res, nodes: dict) -> dict:
+    """slot -> action from the seedreuse.slot events; an Encode-or-Reuse node that ComfyUI served
+    from its own in-memory cache (same inputs, no transaction ended since) counts as reused."""
+    acts = {e["data"]["slot"]: e["data"]["action"] for e in res.events
+            if e.get("type") == "seedreuse.slot" and isinstance(e.get("data"), dict)}
+    for slot, nid in nodes.items():
+        if slot not in acts and nid in res.cached:
+            acts[slot] = "reused"
+    return acts
+
+
+class Soak:
+    def __init__(self, fleet, cfg: SoakConfig, out_dir: Path, log=print):
+        self.fleet, self.cfg = fleet, cfg
+        self.root = Path(fleet.cache_root)
+        self.out = Path(out_dir)
+        self.out.mkdir(parents=True, exist_ok=True)
+        self.rng = random.Random(cfg.seed)
+        self.log = log if cfg.verbose else (lambda *a, **k: None)
+        self.models = {T2V_CACHE: CacheModel(T2V_CACHE), SEG_CACHE: CacheModel(SEG_CACHE)}
+        self.steps: list[Step] = []
+        self.c = Counter()
+        self.violations: list[str] = []
+        self.corruptions: list[str] = []
+        self.lost: list[str] = []
+        self.calib = {"t2v": 0.15, "segment": 0.15}   # seconds from last node start to terminal
+        self.seeds_used: set = set()
+        n = cfg.requests
+        counts = {k: max(cfg.min_each, round(n * getattr(cfg, k))) for k in ("fail", "interrupt", "kill")}
+        deck = [k for k, v in counts.items() for _ in range(v)]
+        deck += ["none"] * max(0, n - len(deck))
+        self.rng.shuffle(deck)
+        self.deck = deck
+        self.followups: list[tuple[str, int]] = []   # (cache, worker index) forced next
+        self.t_start = None
+        register_host_adapters()
+
+    # -------------------------------------------------------------- planning
+    def _new_seed(self) -> int:
+        while True:
+            s = self.rng.randrange(1, 2**31)
+            if s not in self.seeds_used:
+                self.seeds_used.add(s)
+                return s
+
+    def _predict(self, req: Request) -> None:
+        m = self.models[req.cache]
+        if self.cfg.expect_refused:
+            req.prediction, req.reject_reason = "reject", "refused"
+            return
+        owner = m.lock_owner
+        if owner is not None and owner.get("host") != self.fleet.host_of(self.fleet.workers[req.worker]):
+            # a killed writer's lock on another host: only its lease (120 s) can expire it
+            req.prediction, req.reject_reason = "reject", "busy"
+            return
+        if req.kind == "t2v":
+            if m.manifest is None:
+                req.prediction = "reject" if req.mode == "require" else "commit"
+                req.reject_reason = "no committed cache" if req.mode == "require" else ""
+            elif m.text == req.text:
+                req.prediction = "hit"
+            elif req.mode == "require":
+                req.prediction, req.reject_reason = "reject", "key mismatch"
+            else:
+                req.prediction = "commit"
+        else:
+            if m.manifest is None and (req.N > 0 or req.mode == "require"):
+                req.prediction, req.reject_reason = "reject", "no committed cache"
+            else:
+                req.prediction = "commit"
+
+    def _plan(self, idx: int, forced: tuple[str, int] | None) -> Request:
+        rng = self.rng
+        if forced is not None:
+            cache, worker = forced
+        else:
+            cache = T2V_CACHE if rng.random() < self.cfg.t2v_share else SEG_CACHE
+            worker = rng.randrange(len(self.fleet.workers))
+        if cache == T2V_CACHE:
+            req = Request(idx, "t2v", cache, worker, rng.choice(["auto", "auto", "require"]),
+                          self._new_seed(), rng.choice(TEXTS))
+        else:
+            req = Request(idx, "segment", cache, worker, rng.choice(["auto"] * 4 + ["require"]),
+                          self._new_seed(), SEG_TEXT, N=rng.randrange(S))
+        req.follow_up = forced is not None
+        self._predict(req)
+        fault = self.deck.pop(0) if self.deck else "none"
+        applicable = req.prediction != "reject" and (fault != "kill" or req.prediction == "commit")
+        if fault != "none" and not applicable:
+            self.deck.insert(0, fault)          # deferred to the next request that can take it
+            fault = "none"
+        req.fault = fault
+        if fault in ("fail", "interrupt"):
+            if req.kind == "t2v":
+                req.where = "after VAEDecode"
+            else:   # a node inside the body changes the segment key: only for N = 0
+                req.where = rng.choice(["loop body", "before merge"]) if req.N == 0 else "before merge"
+        elif fault == "kill":
+            req.kill_mode = rng.choice(["late", "fs", "fs"])
+        return req
+
+    def _prompt(self, req: Request) -> tuple[dict, str]:
+        if req.kind == "t2v":
+            p = t2v_reuse(req.seed, req.text, cache_name=req.cache, reuse=req.mode,
+                          filename_prefix=f"soak/t2v_{req.idx:03d}")
+            last, edge = T2V.SAVE, (T2V.DECODE, 0, T2V.VIDEO, "images")
+        else:
+            p = segment_graph("ref.png", req.seed, prefix_segments=req.N, reuse=req.mode,
+                              cache_name=req.cache, F=F, M=M, total_frames=TOTAL, prompt_text=SEG_TEXT)
+            p[SEG.MERGE]["inputs"]["filename_prefix"] = f"soak/seg_{req.idx:03d}"
+            last = SEG.MERGE
+            edge = ((SEG.DECODE, 0, SEG.BOUNDARY, "images") if req.where == "loop body"
+                    else (SEG.END, 0, SEG.MERGE, "segments"))
+        if req.fault == "fail":
+            graphs.insert_between(p, *edge, "SeedReuseTestFail",
+                                  {"fail": True, "message": f"soak: injected failure in request {req.idx}"},
+                                  input_name="value", node_id=FAULT_NODE)
+        elif req.fault == "interrupt":
+            graphs.insert_between(p, *edge, "SeedReuseTestSlow", {"seconds": 60.0},
+                                  input_name="value", node_id=FAULT_NODE)
+        return p, last
+
+    # -------------------------------------------------------------- running one request
+    def _kill_worker(self, w: ComfyWorker, info: dict) -> None:
+        if info.get("killed"):
+            return
+        info["killed"] = True
+        info["kill_at"] = time.monotonic()
+        info["pid"] = w.proc.pid if w.proc is not None else None
+        info["fs_state"] = self._fs_state(info.get("cache"))
+        try:
+            w.kill()
+        finally:
+            info["kill_done"].set()
+
+    def _fs_state(self, name) -> list[str]:
+        if not name:
+            return []
+        return [s for s in (".tmp", ".tmp/manifest.json", ".old", ".lock")
+                if os.path.lexists(self.root / f"{name}{s}")] + \
+            ([""] if os.path.lexists(self.root / name) else [])
+
+    def _fs_watch(self, name: str, w: ComfyWorker, info: dict, stop: threading.Event, extra_delay: float,
+                  target: str):
+        tmp_manifest = self.root / f"{name}.tmp" / "manifest.json"
+        old = self.root / f"{name}.old"
+        watch = [tmp_manifest] if target == "tmp-manifest" else [old]
+        # only a transition absent -> present counts (a kill's leftovers may exist at the start)
+        armed = {tmp_manifest: False, old: False}
+        while not stop.is_set():
+            hit = None
+            for path in watch:
+                if os.path.lexists(path):
+                    if armed[path]:
+                        hit = path
+                        break
+                else:
+                    armed[path] = True
+            if hit is not None:
+                info["trigger"] = "tmp-manifest" if hit == tmp_manifest else ".old"
+                if extra_delay:
+                    time.sleep(extra_delay)
+                self._kill_worker(w, info)
+                return
+            time.sleep(0.0002)
+
+    def _run(self, req: Request, w: ComfyWorker, prompt: dict, last: str):
+        """Returns (RunResult or None, events seen, kill info)."""
+        info: dict = {"cache": req.cache, "kill_done": threading.Event()}
+        stop = threading.Event()
+        watcher = None
+        timers: list[threading.Timer] = []
+        h = w.start_run(prompt)
+        info["prompt_id"] = h.prompt_id
+        if req.fault == "kill" and req.kill_mode == "fs":
+            delay = self.rng.choice([0.0, self.rng.uniform(0, 0.003)])
+            target = self.rng.choice(["tmp-manifest", ".old"])
+            info["delay"] = delay
+            watcher = threading.Thread(target=self._fs_watch, args=(req.cache, w, info, stop, delay, target),
+                                       daemon=True)
+            watcher.start()
+        deadline = time.monotonic() + self.cfg.request_timeout_s
+        t_last = None
+        res = None
+        try:
+            while h.terminal is None:
+                ev = h._recv(deadline)
+                if ev is None or ev.get("type") != "executing":
+                    continue
+                node = str((ev.get("data") or {}).get("node"))
+                if req.fault == "interrupt" and node == FAULT_NODE and not info.get("interrupted"):
+                    info["interrupted"] = True
+                    d = self.rng.uniform(0.0, 0.3)
+                    t = threading.Timer(d, lambda: w.interrupt(h.prompt_id))
+                    timers.append(t)
+                    t.start()
+                if node == last and t_last is None:
+                    t_last = time.monotonic()
+                    if req.fault == "kill" and req.kill_mode == "late":
+                        d = self.rng.uniform(0.0, 1.3 * self.calib[req.kind])
+                        info["delay"] = d
+                        t = threading.Timer(d, self._kill_worker, args=(w, info))
+                        timers.append(t)
+                        t.start()
+            t_end = time.monotonic()
+            if t_last is not None and h.terminal["type"] == "execution_success" and req.fault == "none":
+                self.calib[req.kind] = 0.5 * self.calib[req.kind] + 0.5 * (t_end - t_last)
+            for t in timers:
+                t.join()
+            res = h.wait(self.cfg.request_timeout_s)
+        except KILL_ERRORS as e:
+            if not info.get("killed"):
+                raise
+            info["client_error"] = f"{type(e).__name__}: {str(e).splitlines()[0][:200]}"
+        finally:
+            stop.set()
+            for t in timers:
+                t.cancel() if not info.get("killed") else None
+            if watcher is not None:
+                watcher.join(timeout=5)
+            try:
+                h.ws.close()
+            except Exception:
+                pass
+        if info.get("killed"):
+            info["kill_done"].wait(60)        # the killer thread must be done with the worker
+            info["client_saw"] = h.terminal["type"] if h.terminal else None
+            return None, list(h.events), info
+        return res, list(h.events), info
+
+    # -------------------------------------------------------------- the chain
+    def run(self) -> dict:
+        self.t_start = time.monotonic()
+        idx = 0
+        while True:
+            forced = self.followups.pop(0) if self.followups else None
+            if forced is None:
+                if idx >= self.cfg.requests:
+                    break
+                if self.cfg.time_budget_s is not None and time.monotonic() - self.t_start > self.cfg.time_budget_s:
+                    self.c["stopped_by_time_budget"] = 1
+                    break
+            idx += 1
+            req = self._plan(idx, forced)
+            self._step(req)
+        # settle: every cache must end clean (a kill at the very end leaves leftovers)
+        for name, m in self.models.items():
+            if m.pending:
+                idx += 1
+                hosts = [i for i, w in enumerate(self.fleet.workers)
+                         if m.lock_owner is None or self.fleet.host_of(w) == m.lock_owner.get("host")]
+                req = self._plan(idx, (name, hosts[0]))
+                req.fault = "none"
+                self._step(req)
+        for name in self.models:
+            probs = check(self.root, name)
+            if probs:
+                self.corruptions.append(f"end: check({name}) reports {[str(p) for p in probs]}")
+        return self.report()
+
+    def _step(self, req: Request) -> None:
+        w = self.fleet.workers[req.worker]
+        m = self.models[req.cache]
+        before = m.version
+        try:
+            w.reset_counts()
+        except KILL_ERRORS as e:
+            raise SoakFailure(f"worker {w.name} is not answering before request {req.idx}: {e}") from e
+        prompt, last = self._prompt(req)
+        t0 = time.monotonic()
+        res, events, info = self._run(req, w, prompt, last)
+        secs = time.monotonic() - t0
+        step = Step(req.idx, asdict(req), "killed" if res is None else res.status, "", secs,
+                    version_before=before)
+        try:
+            touched = False
+            if res is None:
+                self._after_kill(req, w, events, info, step)
+            else:
+                counts = w.counts()
+                # did a SeedReuse node really execute (begin a transaction, i.e. run recovery)?
+                touched = any(n in res.executed for n in ("101", "105", SEG.START))
+                self._after_run(req, w, res, counts, step)
+            self._check_all(req, step, touched)
+        except SoakFailure as e:
+            self.violations.append(f"request {req.idx} ({req.kind}, fault {req.fault}): {e}")
+            step.notes.append(f"VIOLATION: {e}")
+            self._resync()
+        step.version_after = self.models[req.cache].version
+        self.steps.append(step)
+        self.c["requests"] += 1
+        self.c[f"outcome:{step.classified}"] += 1
+        self.log(f"[soak {req.idx:3d}] {self.fleet.host_of(w)}/{w.name:7s} {req.kind:7s} mode={req.mode:7s} "
+                 f"N={req.N if req.kind == 'segment' else '-'} text={req.text[:12]!r:14s} fault={req.fault:9s}"
+                 f"{' (' + (req.where or req.kill_mode) + ')' if req.fault != 'none' else ''} "
+                 f"pred={req.prediction:6s} -> {step.classified} ({secs:.1f}s)"
+                 + (f" [{'; '.join(step.notes)}]" if step.notes else ""))
+
+    def _resync(self) -> None:
+        """After a violation: take the caches as they are, so later steps are judged on their own."""
+        for name, m in self.models.items():
+            try:
+                actual = self._snapshot_manifest(name)
+            except SoakFailure:
+                actual = None
+            m.manifest = actual
+            m.leftovers = {p.code for p in check(self.root, name) if p.code in REPAIRABLE}
+            if actual is None:
+                m.text, m.result_copy = None, None
+            elif name == T2V_CACHE:
+                fields = json.dumps(actual["slots"].get("positive", {}).get("key", {}).get("fields"))
+                m.text = next((t for t in TEXTS if json.dumps(t)[1:-1] in fields), None)
+            elif "result.mp4" in actual["files"]:
+                m.result_copy = self.out / f"resync_{len(self.steps):03d}.mp4"
+                shutil.copyfile(self.root / name / "result.mp4", m.result_copy)
+
+    # -------------------------------------------------------------- verification
+    def _snapshot_manifest(self, name: str):
+        try:
+            snap = Cache(self.root, name).snapshot()
+        except ReuseError as e:
+            self.corruptions.append(f"cache '{name}' unreadable: {e.message}")
+            raise SoakFailure(f"cache '{name}' unreadable: {e}") from e
+        if snap is None:
+            return None
+        with snap:
+            return json.loads(json.dumps(snap.manifest))
+
+    def _expect_unchanged(self, req: Request, what: str) -> dict | None:
+        m = self.models[req.cache]
+        actual = self._snapshot_manifest(req.cache)
+        if actual != m.manifest:
+            msg = (f"{what}: the committed cache changed (version {m.version} -> "
+                   f"{actual['version'] if actual else None}, run {actual['run'] if actual else None})")
+            self.corruptions.append(f"request {req.idx}: {msg}")
+            raise SoakFailure(msg)
+        return actual
+
+    def _verify_commit(self, req: Request, actual: dict | None, prompt_id: str, output: Path | None,
+                       step: Step) -> None:
+        """``actual`` must be the manifest this request produced; update the model."""
+        m = self.models[req.cache]
+        if actual is None or actual.get("version") == m.version:
+            msg = f"success not published: cache version still {m.version}"
+            self.lost.append(f"request {req.idx}: {msg}")
+            raise SoakFailure(msg)
+        if actual["run"].get("prompt_id") != prompt_id:
+            msg = f"committed version {actual['version']} belongs to prompt {actual['run'].get('prompt_id')}, not {prompt_id}"
+            self.corruptions.append(f"request {req.idx}: {msg}")
+            raise SoakFailure(msg)
+        if req.kind == "t2v":
+            if set(actual["slots"]) != {"positive"}:
+                raise SoakFailure(f"slots {sorted(actual['slots'])} != ['positive']")
+            fields = json.dumps(actual["slots"]["positive"]["key"]["fields"])
+            if json.dumps(req.text)[1:-1] not in fields:
+                raise SoakFailure(f"committed 'positive' slot key does not hold the text {req.text!r}")
+            m.manifest, m.text = actual, req.text
+            return
+        if set(actual["slots"]) != {"positive", "clip_vision"}:
+            raise SoakFailure(f"slots {sorted(actual['slots'])} != ['clip_vision', 'positive']")
+        if sorted(int(b) for b in actual["boundaries"]) != list(range(S - 1)):
+            raise SoakFailure(f"boundaries {sorted(actual['boundaries'])} != 0..{S - 2}")
+        sec = actual["sections"].get("segments") or {}
+        if sec.get("seed") != req.seed or sec.get("reused_prefix_segments") != req.N:
+            raise SoakFailure(f"segment section seed/N {sec.get('seed')}/{sec.get('reused_prefix_segments')} "
+                              f"!= {req.seed}/{req.N}")
+        if req.N > 0 and sec.get("prefix_mode") != "stream-copy":
+            step.notes.append(f"prefix_mode {sec.get('prefix_mode')}")
+        committed = self.root / req.cache / "result.mp4"
+        copy = self.out / f"committed_{req.idx:03d}.mp4"
+        shutil.copyfile(committed, copy)   # serial: nobody writes now; check() verifies its sha
+        if sha256_file(copy) != actual["files"]["result.mp4"]["sha256"]:
+            self.corruptions.append(f"request {req.idx}: committed result.mp4 does not match its manifest sha256")
+            raise SoakFailure("committed result.mp4 sha256 != manifest")
+        if output is not None and sha256_file(output) != actual["files"]["result.mp4"]["sha256"]:
+            raise SoakFailure("the saved output video differs from the committed result.mp4")
+        self._verify_video(req, copy, m.result_copy)
+        m.manifest, m.result_copy = actual, copy
+
+    def _verify_video(self, req: Request, path: Path, prev: Path | None) -> None:
+        info = video.probe(str(path))
+        if info.frames != TOTAL or not info.has_audio:
+            raise SoakFailure(f"result has {info.frames} frames (audio {info.has_audio}); expected {TOTAL} with audio")
+        frames = video.decode_frames(str(path))
+        if frames.shape[0] != TOTAL:
+            raise SoakFailure(f"result decodes to {frames.shape[0]} frames, expected {TOTAL}")
+        if req.N > 0:
+            if prev is None:
+                raise SoakFailure("resume succeeded without a previous result in the model")
+            P = segmod.prefix_frames(req.N, F, M)
+            old = video.decode_frames(str(prev), 0, P)
+            if not np.array_equal(old, frames[:P]):
+                raise SoakFailure(f"the first {P} frames differ from the previous successful result")
+            if video.audio_packets_digest(str(path)) != video.audio_packets_digest(str(prev)):
+                raise SoakFailure("the audio track differs from the previous successful result")
+
+    def _after_run(self, req: Request, w: ComfyWorker, res, counts: dict, step: Step) -> None:
+        m = self.models[req.cache]
+        ev = res.events
+        acts = slot_actions(res, {"positive": "101"} if req.kind == "t2v"
+                            else {"positive": "101", "clip_vision": "105"})
+        err = (res.error or {}).get("exception_message", "") or ""
+        step.sampled = sampled(ev) if req.kind == "segment" else t2v_sampled(ev)
+        if res.status == "success":
+            if req.kind == "t2v" and "101" in res.cached and req.reject_reason in ("", "key mismatch"):
+                # ComfyUI's own in-memory cache served the Encode-or-Reuse node (same inputs as an
+                # earlier all-hit run on this worker; no transaction ended here since), so the
+                # request never looked at the shared cache, which another worker may have replaced
+                # meanwhile. The conditioning is still the one for these inputs: correct output.
+                if counts.get("text_encode") or counts.get("text_loader") or step.sampled != 1:
+                    raise SoakFailure(f"served from memory but counts {counts}, sampled {step.sampled}")
+                self._expect_unchanged(req, "request served from ComfyUI's in-memory cache")
+                self.c["served_from_comfy_memory"] += 1
+                self.c["successes"] += 1
+                step.classified = "success-memory"
+                return
+            if req.prediction == "reject":
+                raise SoakFailure(f"expected a rejection ({req.reject_reason}) but the request succeeded")
+            if req.fault == "kill":          # the kill's trigger never came (e.g. no .old on a first commit)
+                self.c["kills_missed"] += 1
+                step.notes.append("kill trigger never seen: not killed")
+            elif req.fault != "none":
+                raise SoakFailure(f"injected {req.fault} but the request succeeded")
+            self.c["successes"] += 1
+            if req.kind == "t2v":
+                hit = req.prediction == "hit"
+                if acts.get("positive") != ("reused" if hit else "encoded"):
+                    raise SoakFailure(f"slot 'positive' was {acts.get('positive')}, expected "
+                                      f"{'reused' if hit else 'encoded'}")
+                if hit and (counts.get("text_encode") or counts.get("text_loader")):
+                    raise SoakFailure(f"reused slot but the text encoder/loader ran: {counts}")
+                if step.sampled != 1:
+                    raise SoakFailure(f"KSampler executed {step.sampled} times, expected 1")
+                out = res.output_files(T2V.SAVE)
+                if not out:
+                    raise SoakFailure("no saved video")
+                n = video.probe(str(w.output_path(out[0]))).frames
+                if n != 9 or video.decode_frames(str(w.output_path(out[0]))).shape[0] != 9:
+                    raise SoakFailure(f"t2v output has {n} frames, expected 9")
+                if hit:
+                    self.c["encoder_hits"] += 1
+                    self._expect_unchanged(req, "all-hit request")
+                    step.classified = "success-hit"
+                else:
+                    self._verify_commit(req, self._snapshot_manifest(req.cache), res.prompt_id, None, step)
+                    step.classified = "success-commit"
+                return
+            # segments
+            if step.sampled != S - req.N:
+                raise SoakFailure(f"KSampler executed {step.sampled} times, expected S - N = {S - req.N}")
+            if m.manifest is not None:   # the text / clip vision slots are reused after the first success
+                if acts.get("positive") != "reused" or acts.get("clip_vision") != "reused":
+                    raise SoakFailure(f"slot actions {acts}, expected reused")
+                busy = {k: counts.get(k) for k in ("text_encode", "text_loader", "clip_vision_encode",
+                                                   "clip_vision_loader") if counts.get(k)}
+                if busy:
+                    raise SoakFailure(f"slots reused but encoders ran: {busy}")
+                self.c["encoder_hits"] += 1
+            if req.N > 0:
+                self.c["prefix_resumes"] += 1
+            out = res.output_files(SEG.MERGE)
+            output = w.output_path(out[0]) if out else None
+            if output is None:
+                raise SoakFailure("no merged output video")
+            self._verify_commit(req, self._snapshot_manifest(req.cache), res.prompt_id, output, step)
+            step.classified = "success-commit"
+            return
+        # error / interrupted: nothing may change
+        self._expect_unchanged(req, f"{res.status} request")
+        if req.prediction == "reject":
+            no_cache = ["no successful run", "needs a previous successful run", "no committed"]
+            want = {"busy": ["is being written by"], "refused": list(self.cfg.expect_refused) + no_cache,
+                    "no committed cache": no_cache,
+                    "key mismatch": ["value:text", "differ"]}[req.reject_reason]
+            if res.status != "error" or not any(s in err for s in want):
+                raise SoakFailure(f"expected rejection '{req.reject_reason}', got {res.status}: {err[:300]}")
+            if step.sampled and req.reject_reason != "refused":
+                raise SoakFailure(f"rejected request sampled {step.sampled} times (must fail before sampling)")
+            self.c[f"rejected:{req.reject_reason}"] += 1
+            step.classified = "rejected"
+            return
+        if req.fault == "fail":
+            if res.status != "error" or f"injected failure in request {req.idx}" not in err:
+                raise SoakFailure(f"expected the injected failure, got {res.status}: {err[:300]}")
+            self.c["failures_injected"] += 1
+            step.classified = "failed"
+            return
+        if req.fault == "interrupt":
+            if res.status != "interrupted":
+                raise SoakFailure(f"expected interrupted, got {res.status}: {err[:300]}")
+            self.c["interrupts"] += 1
+            step.classified = "interrupted"
+            return
+        raise SoakFailure(f"unexpected {res.status}: {res.error and res.error.get('exception_type')}: {err[:500]}")
+
+    def _after_kill(self, req: Request, w: ComfyWorker, events, info: dict, step: Step) -> None:
+        self.c["kills"] += 1
+        m = self.models[req.cache]
+        saw = info.get("client_saw")
+        step.notes.append(f"kill {req.kill_mode} trigger={info.get('trigger', '-')} "
+                          f"delay={info.get('delay', 0) * 1000:.1f}ms fs={info.get('fs_state')} client_saw={saw}")
+        try:
+            self._classify_kill(req, w, info, step, m, saw)
+        finally:
+            self.fleet.restart(w)
+            graphs.write_test_image(Path(w.input_dir) / "ref.png", seed=7)
+            self.c["restarts"] += 1
+
+    def _classify_kill(self, req: Request, w: ComfyWorker, info: dict, step: Step, m: CacheModel, saw) -> None:
+        lock_owner, _ = read_lock(self.root / f"{req.cache}.lock")
+        m.lock_owner = None
+        if lock_owner is not None and lock_owner.get("pid") == info.get("pid"):
+            m.lock_owner = lock_owner
+        actual = self._snapshot_manifest(req.cache)
+        if actual == m.manifest:
+            step.classified = "kill-before-commit"
+            self.c["kills_before_commit"] += 1
+            if saw == "execution_success" and req.prediction == "commit":
+                self.lost.append(f"request {req.idx}: client saw success, cache unchanged after the kill")
+                raise SoakFailure("client saw success but the cache is unchanged")
+        elif actual is not None and actual["run"].get("prompt_id") == info["prompt_id"]:
+            step.classified = "kill-after-commit"
+            self.c["kills_after_commit"] += 1
+            self.c["successes"] += 1
+            output = None
+            if req.kind == "segment":   # the output file was saved before the commit
+                outs = sorted((Path(w.output_dir) / "soak").glob(f"seg_{req.idx:03d}_*.mp4"))
+                output = outs[-1] if outs else None
+                if req.N > 0:
+                    self.c["prefix_resumes"] += 1
+            self._verify_commit(req, actual, info["prompt_id"], output, step)
+        else:
+            msg = (f"after the kill the cache holds version {actual and actual['version']} "
+                   f"(run {actual and actual['run']}), neither the previous one nor this request's")
+            self.corruptions.append(f"request {req.idx}: {msg}")
+            raise SoakFailure(msg)
+        probs = check(self.root, req.cache)
+        bad = [p for p in probs if p.code not in REPAIRABLE]
+        if bad:
+            self.corruptions.append(f"request {req.idx}: after kill: {[str(p) for p in bad]}")
+            raise SoakFailure(f"non-repairable problems after the kill: {[str(p) for p in bad]}")
+        step.leftovers = sorted({p.code for p in probs})
+        m.leftovers = set(step.leftovers)
+        if m.lock_owner is not None and m.lock_owner.get("host") != socket.gethostname():
+            step.leftovers.append(f"lock of the dead writer on {m.lock_owner.get('host')} "
+                                  "(live for check() here until its lease expires)")
+        if step.leftovers:
+            self.c["kills_leaving_leftovers"] += 1
+        # make the next requests exercise recovery on this cache: from another host first
+        # (the dead owner's lock must then be refused as busy), then from the owner's host
+        if m.pending:
+            me = self.fleet.host_of(w)
+            others = [i for i, x in enumerate(self.fleet.workers) if self.fleet.host_of(x) != me]
+            same = [i for i, x in enumerate(self.fleet.workers) if self.fleet.host_of(x) == me]
+            if others and m.lock_owner is not None:
+                self.followups.append((req.cache, self.rng.choice(others)))
+            self.followups.append((req.cache, self.rng.choice(same)))
+
+    def _check_all(self, req: Request, step: Step, touched: bool) -> None:
+        for name, m in self.models.items():
+            probs = check(self.root, name)
+            if name == req.cache and m.pending and step.outcome != "killed":
+                if touched and req.reject_reason != "busy":
+                    m.leftovers, m.lock_owner = set(), None    # this request began a transaction: recovery ran
+                    self.c["leftovers_recovered"] += 1
+                elif not any(f[0] == name for f in self.followups):   # served from memory: try again
+                    same = [i for i, x in enumerate(self.fleet.workers) if m.lock_owner is None
+                            or self.fleet.host_of(x) == m.lock_owner.get("host")]
+                    self.followups.append((name, self.rng.choice(same)))
+            allowed = REPAIRABLE if self.cfg.expect_refused else m.leftovers
+            bad = [p for p in probs if p.code not in allowed]
+            if bad:
+                self.corruptions.append(f"request {req.idx}: check({name}) -> {[str(p) for p in bad]}")
+                raise SoakFailure(f"check({name}) reports {[str(p) for p in bad]}")
+
+    # -------------------------------------------------------------- report
+    def report(self) -> dict:
+        c = self.c
+        r = {
+            "requests": c["requests"],
+            "successes": c["successes"],
+            "encoder_hits": c["encoder_hits"],
+            "prefix_resumes": c["prefix_resumes"],
+            "failures_injected": c["failures_injected"],
+            "interrupts": c["interrupts"],
+            "kills": c["kills"],
+            "kills_before_commit": c["kills_before_commit"],
+            "kills_after_commit": c["kills_after_commit"],
+            "kills_leaving_leftovers": c["kills_leaving_leftovers"],
+            "kills_missed": c["kills_missed"],
+            "leftovers_recovered_by_next_request": c["leftovers_recovered"],
+            "restarts": c["restarts"],
+            "served_from_comfy_memory": c["served_from_comfy_memory"],
+            "rejected_expected": {k.split(":", 1)[1]: v for k, v in c.items() if k.startswith("rejected:")},
+            "corruptions": len(self.corruptions),
+            "lost_successes": len(self.lost),
+            "violations": len(self.violations),
+            "seconds": round(time.monotonic() - self.t_start, 1) if self.t_start else None,
+            "seed": self.cfg.seed,
+            "fleet": self.fleet.describe(),
+        }
+        if c["stopped_by_time_budget"]:
+            r["stopped_by_time_budget"] = True
+        r["details"] = {"corruptions": self.corruptions, "lost_successes": self.lost,
+                        "violations": self.violations,
+                        "kill_outcomes": [{"request": s.idx, "classified": s.classified, "notes": s.notes,
+                                           "leftovers": s.leftovers}
+                                          for s in self.steps if s.outcome == "killed"]}
+        (self.out / "soak-report.json").write_text(json.dumps(
+            {"report": r, "steps": [asdict(s) for s in self.steps]}, indent=1, default=str))
+        return r
+
+
+def format_report(r: dict) -> str:
+    keys = ["requests", "successes", "encoder_hits", "prefix_resumes", "failures_injected", "interrupts",
+            "kills", "kills_before_commit", "kills_after_commit", "kills_leaving_leftovers", "kills_missed",
+            "leftovers_recovered_by_next_request", "restarts", "served_from_comfy_memory", "rejected_expected", "corruptions",
+            "lost_successes", "violations", "seconds", "seed", "fleet"]
+    lines = ["SeedReuse soak report"] + [f"  {k:38s} {r.get(k)}" for k in keys]
+    if r.get("stopped_by_time_budget"):
+        lines.append("  (stopped early by the time budget)")
+    for k in ("corruptions", "lost_successes", "violations"):
+        for x in r["details"][k]:
+            lines.append(f"  ! {k}: {x}")
+    return "\n".join(lines)
+
+
+def assert_clean(r: dict, min_requests: int = 0) -> None:
+    problems = []
+    if r["corruptions"]:
+        problems.append(f"{r['corruptions']} corruption(s)")
+    if r["lost_successes"]:
+        problems.append(f"{r['lost_successes']} lost success(es)")
+    if r["violations"]:
+        problems.append(f"{r['violations']} violation(s)")
+    if r["requests"] < min_requests:
+        problems.append(f"only {r['requests']} requests (< {min_requests})")
+    if problems:
+        raise AssertionError("soak failed: " + ", ".join(problems) + "\n" + format_report(r))
