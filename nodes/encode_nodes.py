@@ -82,10 +82,10 @@ class _EncodeOrReuse(io.ComfyNode):
         uid = cls.hidden.unique_id
         d = ctx.decisions.get(uid)
         if d is None:
-            st = ctx.transaction(session.root, session.name)
+            snap = ctx.snapshot(session.root, session.name)
             view = GraphView(cls.hidden.prompt, cls.hidden.dynprompt)
             key = slot_key(view, uid, cls.IO.io_type)
-            d = decide_slot(st.tx.base, cache_name=session.name, slot=slot, key=key, mode=session.mode)
+            d = decide_slot(snap, cache_name=session.name, slot=slot, key=key, mode=session.mode)
             ctx.decisions[uid] = d
             if d.action == "encode":
                 ctx.notes[uid] = time.perf_counter()
@@ -101,16 +101,14 @@ class _EncodeOrReuse(io.ComfyNode):
     @classmethod
     def execute(cls, session, slot, value=None):
         ctx, d = cls._decision(session, slot)
-        st = ctx.transaction(session.root, session.name)
-        if slot in st.staged_slots:
-            raise InvalidRequestError(f"slot '{slot}' is used by two Encode-or-Reuse nodes on cache '{session.name}'",
-                                      expected="a unique slot name per node", actual=slot,
-                                      fix="give each Encode or Reuse node its own slot name")
+        ctx.use_slot(session.root, session.name, slot)
         uid = cls.hidden.unique_id
         if d.action == "reuse":
+            # Served from the committed version read at decision time; no transaction is
+            # needed. If this prompt commits (another slot or a segment run staged something),
+            # the commit carries this slot forward when its key still matches (carry.py).
             t0 = time.perf_counter()
-            value = st.tx.base.load_slot(slot)
-            st.tx.carry_slot(slot)
+            value = ctx.snapshot(session.root, session.name).load_slot(slot)
             load_s = time.perf_counter() - t0
             saved = float(d.cached_meta.get("encode_seconds", 0.0))
             status = (f"reused '{slot}' from cache '{session.name}' in {load_s * 1000:.0f} ms "
@@ -122,13 +120,14 @@ class _EncodeOrReuse(io.ComfyNode):
                                           expected="a connected value input", actual="None",
                                           fix="connect the encoder output to the value input")
             encode_s = time.perf_counter() - ctx.notes.get(uid, time.perf_counter())
+            st = ctx.transaction(session.root, session.name)
             st.tx.stage_slot(slot, value, key=d.key.to_dict(),
                              meta={"io_type": cls.IO.io_type, "node": cls.define_schema().node_id,
                                    "encode_seconds": round(encode_s, 4), "created_at": time.time()})
+            st.staged_slots.add(slot)
             st.new_content = True
             status = f"encoded '{slot}' ({d.reason})"
             report = {"action": "encoded", "encode_seconds": encode_s}
-        st.staged_slots.add(slot)
         payload = {"node": uid, "prompt_id": ctx.prompt_id, "cache": session.name, "slot": slot,
                    "reason": d.reason, "mismatch": d.mismatch[:8], "status": status, **report}
         host.send_event("seedreuse.slot", payload)

@@ -21,7 +21,7 @@ import threading
 import uuid
 from dataclasses import dataclass, field
 
-from ..reuse_backend.errors import ReuseError, TransactionError
+from ..reuse_backend.errors import CorruptCacheError, InvalidRequestError, ReuseError, TransactionError
 from ..reuse_backend.store import Cache, RunInfo
 from . import host
 
@@ -48,6 +48,38 @@ class PromptContext:
     txs: dict = field(default_factory=dict)        # (root, name) -> TxState
     decisions: dict = field(default_factory=dict)  # node id -> decision object
     notes: dict = field(default_factory=dict)      # free-form per node data
+    snapshots: dict = field(default_factory=dict)  # (root, name) -> read-only Snapshot | None
+    used_slots: dict = field(default_factory=dict)  # (root, name) -> slots served or staged
+
+    def snapshot(self, root: str, name: str):
+        """The committed version this prompt reads: the open transaction's base, else one
+        read-only snapshot per cache for the whole prompt (no lock: a prompt that only reuses
+        never writes, so it neither waits for nor blocks a writer)."""
+        st = self.txs.get((root, name))
+        if st is not None:
+            return st.tx.base
+        k = (root, name)
+        if k not in self.snapshots:
+            try:
+                self.snapshots[k] = Cache(root, name).snapshot()
+            except CorruptCacheError as e:   # a broken version is never used; the next writer replaces it
+                log.warning("seedreuse: cache '%s' is unreadable, treating it as empty: %s", name, e)
+                self.snapshots[k] = None
+        return self.snapshots[k]
+
+    def use_slot(self, root: str, name: str, slot: str) -> None:
+        used = self.used_slots.setdefault((root, name), set())
+        if slot in used:
+            raise InvalidRequestError(f"slot '{slot}' is used by two Encode-or-Reuse nodes on cache '{name}'",
+                                      expected="a unique slot name per node", actual=slot,
+                                      fix="give each Encode or Reuse node its own slot name")
+        used.add(slot)
+
+    def close_snapshots(self) -> None:
+        for snap in self.snapshots.values():
+            if snap is not None:
+                snap.close()
+        self.snapshots.clear()
 
     def transaction(self, root: str, name: str) -> TxState:
         k = (root, name)
@@ -118,8 +150,13 @@ def _open(prompt_id, prompt):
 def _close(prompt_id, success: bool):
     with _lock:
         ctx = _prompts.pop(prompt_id, None)
-    if ctx is not None and ctx.txs:
-        _finish(ctx, success)
+    if ctx is None:
+        return
+    try:
+        if ctx.txs:
+            _finish(ctx, success)
+    finally:
+        ctx.close_snapshots()
 
 
 def install() -> bool:

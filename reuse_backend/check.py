@@ -168,7 +168,7 @@ def _scan_version(d: str, name: str, budget: int) -> list[Problem]:
             fd = os.open(fname, _RD, dir_fd=dfd)
             try:
                 with os.fdopen(fd, "rb") as f:
-                    serialize.load_value(f, max_bytes=files[fname]["bytes"])
+                    serialize.load_value(f, max_bytes=files[fname]["bytes"], validate_only=True)
             except ReuseError as e:
                 msg = str(e).replace("\n", "; ")
                 out.append(Problem("unreadable_tensor", os.path.join(d, fname), msg, fix))

@@ -20,7 +20,7 @@ from collections import Counter
 from pathlib import Path
 
 from . import fsops
-from .errors import CacheBusyError, TransactionError
+from .errors import UnsupportedFilesystemError, CacheBusyError, TransactionError
 
 log = logging.getLogger("seedreuse")
 
@@ -154,6 +154,7 @@ class WriterLock:
                                    actual="acquire() on a held lock", fix="release() it first")
         for attempt in range(2):
             if self._try_create():
+                self._check_stable_identity()
                 return self
             owner, st = read_lock(self.path)
             if st is None:
@@ -163,6 +164,29 @@ class WriterLock:
                 raise self._busy(owner)
         owner, _ = read_lock(self.path)
         raise self._busy(owner)
+
+    def _check_stable_identity(self) -> None:
+        """Fencing compares the lock file's identity (device, inode) with the one we created.
+        Filesystems that invent inode numbers per path lookup (sshfs/SFTP) make that
+        comparison meaningless, and with it every "is this still ours" check: refuse such a
+        cache root at once, with the reason, instead of failing later as a lost lock."""
+        owner, st = read_lock(self.path)
+        if owner is not None and owner.get("run_id") == self.run_id and st is not None \
+                and (st.st_dev, st.st_ino) != self._ino:
+            fd, self._fd = self._fd, None
+            self._stop_heartbeat()
+            try:
+                fsops.unlink(self.path, missing_ok=True)
+            finally:
+                if fd is not None:
+                    os.close(fd)
+                _activate(self.run_id, -1)
+            raise UnsupportedFilesystemError(
+                f"the cache root {self.path.parent} is on a filesystem without stable file identities "
+                "(the lock file's inode number changed between two looks, as on sshfs/SFTP)",
+                expected="a local disk, NFS or another POSIX filesystem with stable inode numbers",
+                actual=f"inode {self._ino[1]} then {st.st_ino}",
+                fix="point SEEDREUSE_CACHE_ROOT at a local folder or an NFS/CephFS/Lustre mount")
 
     def _busy(self, owner) -> CacheBusyError:
         who = describe(owner)

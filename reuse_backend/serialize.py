@@ -260,9 +260,22 @@ def _corrupt(path: str, message: str, *, expected=None, actual=None) -> CorruptC
                              fix="delete or clear this cache entry; it will be recomputed")
 
 
+class UnknownObject:
+    """What ``validate_only`` decoding gives for an adapter class this process has not
+    registered (e.g. ComfyUI's CLIP vision output inside the plain-Python CLI): the fields
+    are fully validated, the host object is not rebuilt."""
+
+    def __init__(self, name: str, fields: dict) -> None:
+        self.name, self.fields = name, fields
+
+    def __repr__(self) -> str:
+        return f"UnknownObject({self.name!r}, fields={sorted(map(str, self.fields))})"
+
+
 class _Decoder:
-    def __init__(self, tensors: dict[str, torch.Tensor]) -> None:
+    def __init__(self, tensors: dict[str, torch.Tensor], validate_only: bool = False) -> None:
         self.tensors = tensors
+        self.validate_only = validate_only
         self.cache: dict[tuple[str, str], Any] = {}  # (tag, key) -> object: sharing restored
 
     def node(self, n: Any, path: str, depth: int, key_only: bool = False) -> Any:
@@ -363,6 +376,9 @@ class _Decoder:
     def _obj(self, n: dict, path: str, depth: int) -> Any:
         name, fields = n["cls"], n["fields"]
         ad = _BY_NAME.get(name) if type(name) is str else None
+        if ad is None and self.validate_only and type(name) is str and type(fields) is dict \
+                and fields.get("t") == "dict" and set(fields) == {"t", "items"}:
+            return UnknownObject(name, self._dict(fields["items"], path, depth, _field_path))
         if ad is None:
             raise _corrupt(path, "unknown adapter class name (not registered in this process)",
                            expected=sorted(_BY_NAME), actual=_brief(name))
@@ -375,12 +391,14 @@ class _Decoder:
             raise _corrupt(path, f"adapter {name!r} could not rebuild the object: {e!r}") from e
 
 
-def decode(structure: dict, tensors: dict[str, torch.Tensor]) -> Any:
+def decode(structure: dict, tensors: dict[str, torch.Tensor], *, validate_only: bool = False) -> Any:
     """Rebuild the value described by ``structure``; raises ``CorruptCacheError`` on any flaw.
 
     Every tensor in ``tensors`` must be referenced (a file holding extra tensors is refused).
+    ``validate_only``: adapter objects of classes not registered here come back as
+    ``UnknownObject`` instead of being refused (for ``check()`` outside the host).
     """
-    dec = _Decoder(tensors)
+    dec = _Decoder(tensors, validate_only)
     value = dec.node(structure, "value", 0)
     unused = sorted(set(tensors) - {k for _, k in dec.cache})
     if unused:
@@ -403,7 +421,7 @@ def dump_value(f: BinaryIO, value: Any) -> int:
     return tensorfile.write(f, tensors, {META_FORMAT: FORMAT, META_STRUCTURE: text})
 
 
-def load_value(f: BinaryIO, *, max_bytes: int = 64 << 30) -> Any:
+def load_value(f: BinaryIO, *, max_bytes: int = 64 << 30, validate_only: bool = False) -> Any:
     """Read a file written by ``dump_value``; raises ``CorruptCacheError`` on any flaw."""
     tensors, meta = tensorfile.read(f, max_bytes=max_bytes)
     if set(meta) != {META_FORMAT, META_STRUCTURE} or meta[META_FORMAT] != FORMAT:
@@ -421,4 +439,4 @@ def load_value(f: BinaryIO, *, max_bytes: int = 64 << 30) -> Any:
     except (ValueError, RecursionError) as e:
         raise _corrupt("value", "structure is not valid JSON",
                        actual=f"{type(e).__name__}: {e}") from None
-    return decode(structure, tensors)
+    return decode(structure, tensors, validate_only=validate_only)

@@ -200,3 +200,32 @@ def test_fencing_replaced_staging(tmp_path):
         tx.stage_boundary(0, torch.zeros(1))
     tx.discard()
     assert not (tmp_path / "c.lock").exists()
+
+
+def test_filesystem_without_stable_inodes_is_refused_clearly(tmp_path, monkeypatch):
+    """sshfs/SFTP hand out a new inode number per lookup: the lock cannot fence, so the cache
+    root is refused at acquire with the reason (never a run that later 'loses' its lock)."""
+    import os as _os
+
+    from reuse_backend import lock as lockmod
+    from reuse_backend.errors import UnsupportedFilesystemError
+
+    real = lockmod.read_lock
+
+    def unstable(path):
+        owner, st = real(path)
+        if st is None:
+            return owner, st
+        fields = list(st)
+        fields[1] += 1000          # st_ino as a per-lookup filesystem would report it
+        return owner, _os.stat_result(fields)
+
+    monkeypatch.setattr(lockmod, "read_lock", unstable)
+    path = tmp_path / "c.lock"
+    with pytest.raises(UnsupportedFilesystemError, match="stable file identities"):
+        lockmod.WriterLock(path, "run-1", cache_name="c").acquire()
+    assert not path.exists()
+    monkeypatch.setattr(lockmod, "read_lock", real)
+    lk = lockmod.WriterLock(path, "run-2", cache_name="c").acquire()   # nothing left behind
+    assert lk.held()
+    lk.release()

@@ -310,3 +310,29 @@ def test_decode_directly_and_float_encoding():
     assert [n["v"] for n in structure["v"]] == [1.5, -0.0, "inf", "nan"]
     json.dumps(structure, allow_nan=False)  # structure is strict JSON
     assert_identical(serialize.decode(structure, tensors), [1.5, -0.0, math.inf, float("nan")])
+
+
+def test_validate_only_accepts_unregistered_adapter_objects(tmp_path):
+    """check() runs outside ComfyUI: an adapter object of a host class validates without
+    being rebuilt; normal loading still refuses the unknown class."""
+    import io as _io
+
+    from reuse_backend import serialize as ser
+    from reuse_backend.errors import CorruptCacheError
+
+    class HostOutput:
+        pass
+
+    ser.register_adapter(HostOutput, "host.Output", lambda o: {"x": o.x}, lambda f: HostOutput())
+    obj = HostOutput()
+    obj.x = torch.arange(4)
+    buf = _io.BytesIO()
+    ser.dump_value(buf, [obj])
+    ser._BY_NAME.pop("host.Output")
+    ser._BY_CLS.pop(HostOutput)
+    buf.seek(0)
+    with pytest.raises(CorruptCacheError, match="unknown adapter"):
+        ser.load_value(buf)
+    buf.seek(0)
+    out = ser.load_value(buf, validate_only=True)
+    assert out[0].name == "host.Output" and torch.equal(out[0].fields["x"], torch.arange(4))

@@ -149,32 +149,6 @@ class SoakFailure(AssertionError):
     pass
 
 
-class _ClipVisionOutputStandIn:
-    """Stand-in for comfy.clip_vision.Output in this (non-ComfyUI) process, see below."""
-
-
-def register_host_adapters() -> None:
-    """check() loads every tensor file to validate its structure; outside ComfyUI the adapter
-    of comfy.clip_vision.Output (registered by nodes/adapters.py inside the worker) is missing,
-    so check() run from the test process (or `python -m reuse_backend check`) reports a valid
-    cache as `unreadable_tensor` (pack defect, reported). Register an attribute-bag stand-in
-    under the same name so check() can validate the structure here."""
-    from reuse_backend import serialize
-
-    def to_fields(obj):
-        return dict(vars(obj))
-
-    def from_fields(fields):
-        obj = _ClipVisionOutputStandIn()
-        for k, v in fields.items():
-            if not isinstance(k, str) or not k.isidentifier() or k.startswith("_"):
-                raise ValueError(f"invalid attribute name {k!r}")
-            setattr(obj, k, v)
-        return obj
-
-    serialize.register_adapter(_ClipVisionOutputStandIn, "comfy.clip_vision.Output", to_fields, from_fields)
-
-
 # ------------------------------------------------------------------ fleets
 
 class LocalFleet:
@@ -261,7 +235,6 @@ class Soak:
         self.deck = deck
         self.followups: list[tuple[str, int]] = []   # (cache, worker index) forced next
         self.t_start = None
-        register_host_adapters()
 
     # -------------------------------------------------------------- planning
     def _new_seed(self) -> int:
