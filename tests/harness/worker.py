@@ -416,9 +416,11 @@ class ComfyWorker:
     def kill(self) -> None:
         """SIGKILL now (simulates a crash). The base_dir is kept."""
         try:
+            p = self.proc
             self._sigkill()
-            self.proc = None
-            _LIVE.discard(self)
+            if self.proc is p:     # start() in another thread may have launched a new one
+                self.proc = None
+                _LIVE.discard(self)
         finally:
             self._close_log()
 

@@ -73,7 +73,7 @@ PROFILES = {
     "bind": None,
 }
 # what the pack answers on a cache root it cannot lock (sshfs: no stable st_ino)
-REFUSALS = ("lost the writer lock", "is being written by")
+REFUSALS = ("without stable file identities", "is being written by")
 REQUIRED_TOOLS = ("ip", "nsenter", "unshare", "sshfs", "/usr/sbin/sshd", "ssh-keygen", "fusermount3")
 
 

@@ -35,15 +35,24 @@ def _start_parent_watchdog() -> None:
         return
     pid = int(pid)
 
-    def loop():
-        while True:
-            time.sleep(1.0)
-            if os.getppid() != pid:
-                _log.warning("seedreuse test: parent %s is gone, exiting", pid)
-                os._exit(3)
+    def gone() -> bool:
+        try:
+            os.kill(pid, 0)        # the test process (also when started through netns/unshare)
+            return False
+        except ProcessLookupError:
+            return True
+        except PermissionError:
+            return False
 
-    if os.getppid() == pid:
-        threading.Thread(target=loop, daemon=True, name="seedreuse-test-parent-watchdog").start()
+    def loop():
+        while not gone():
+            time.sleep(1.0)
+        _log.warning("seedreuse test: parent %s is gone, exiting", pid)
+        os._exit(3)
+
+    if gone():                     # the parent died before this worker finished starting
+        os._exit(3)
+    threading.Thread(target=loop, daemon=True, name="seedreuse-test-parent-watchdog").start()
 
 
 _start_parent_watchdog()
