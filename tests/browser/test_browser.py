@@ -324,8 +324,7 @@ def test_example_workflows_show_badges(ui):
     gets a badge from the dry run (their model files are not installed in the test worker, so
     what the badge predicts is not checked, only that the extension handles the workflow)."""
     files = _example_workflows()
-    if not files:
-        pytest.skip("example_workflows/*.json not written yet")
+    assert files, "example_workflows/*.json: the pack ships example workflows"
     for f in files:
         wf = json.loads(f.read_text())
         ui.js(f"async ([wf, name]) => {{ await {APP}.loadGraphData(wf, true, true, name); }}", [wf, f.stem])
