@@ -21,7 +21,8 @@ import threading
 import uuid
 from dataclasses import dataclass, field
 
-from ..reuse_backend.errors import CorruptCacheError, InvalidRequestError, ReuseError, TransactionError
+from ..reuse_backend.errors import (CacheBusyError, CorruptCacheError, InvalidRequestError, ReuseError,
+                                    TransactionError)
 from ..reuse_backend.store import Cache, RunInfo
 from . import host
 
@@ -60,8 +61,10 @@ class PromptContext:
             return st.tx.base
         k = (root, name)
         if k not in self.snapshots:
+            cache = Cache(root, name)
+            _recover_leftovers(cache, self.run_id)
             try:
-                self.snapshots[k] = Cache(root, name).snapshot()
+                self.snapshots[k] = cache.snapshot()
             except CorruptCacheError as e:   # a broken version is never used; the next writer replaces it
                 log.warning("seedreuse: cache '%s' is unreadable, treating it as empty: %s", name, e)
                 self.snapshots[k] = None
@@ -90,6 +93,23 @@ class PromptContext:
                                      prompt_id=self.prompt_id, extra={}))
             st = self.txs[k] = TxState(cache, tx)
         return st
+
+
+def _recover_leftovers(cache: Cache, run_id: str) -> None:
+    """A reader does not need the writer lock, but when a crashed writer left something behind
+    (its lock, staging or the previous version) it cleans up, so leftovers never outlive the
+    next request: recovery runs under the lock, and a live writer (busy) is left alone."""
+    p = cache.paths
+    if not (os.path.lexists(p.tmp) or os.path.lexists(p.old) or os.path.lexists(p.lock)):
+        return
+    try:
+        done = cache.recover(f"recover-{run_id}")
+        if done:
+            log.info("seedreuse: recovered cache '%s': %s", cache.name, "; ".join(map(str, done)))
+    except CacheBusyError:
+        pass
+    except ReuseError as e:   # reading goes on; the next writer retries the recovery
+        log.warning("seedreuse: recovery of cache '%s' failed: %s", cache.name, e)
 
 
 def global_epoch() -> int:
