@@ -59,16 +59,19 @@ def main() -> int:
         for w in (a, b):
             graphs.write_test_image(Path(w.input_dir) / "reference.png", seed=3)
         print("\n== Encoder Reuse: Wan 2.1 I2V (text, CLIP vision, VAE-encoded reference) ==")
+        a.reset_counts()
         res = a.run(i2v_reuse("reference.png", seed=1, reuse="off", **COSTS)).raise_for_status()
         row("seed 1, normal request", "A", res, a.counts(), "(creates the cache)")
         b.reset_counts()
         res = b.run(i2v_reuse("reference.png", seed=2, reuse="require", **COSTS)).raise_for_status()
         row("seed 2, reuse=require", "B", res, b.counts(), "(other process)")
         print("\n== Segment Reuse: 4 segments of 9 frames, 3 motion frames, with audio ==")
+        a.reset_counts()
         res = a.run(segment_graph("reference.png", seed=1)).raise_for_status()
-        row("seed 1, full video", "A", res, {})
+        row("seed 1, full video", "A", res, a.counts())
+        b.reset_counts()
         res = b.run(segment_graph("reference.png", seed=2, prefix_segments=2)).raise_for_status()
-        row("seed 2, keep 2 segments", "B", res, {})
+        row("seed 2, keep 2 segments", "B", res, b.counts())
         manifest = json.loads((group.cache_root / "segments" / "manifest.json").read_text())
         seg = manifest["sections"]["segments"]
         print(f"{'':<34} merged {seg['frames']} frames; prefix {seg['prefix_frames']} frames "
