@@ -151,6 +151,23 @@ def _slot_answer(view, nid, ct, snaps) -> dict:
         return {"kind": "slot", "slot": slot, "will": "fail", "reason": str(e), "error": _err(e)}
 
 
+def _valid_prefixes(snap, spec, key, audio_expected: bool) -> list[int]:
+    """Every N that plan_resume would accept, from the manifest alone (the requested N was
+    planned in full, probing the previous video once; this runs on every canvas edit)."""
+    valid = [0]
+    section = ((snap.manifest.get("sections") or {}).get(SECTION) if snap else None) or {}
+    if not section or (section.get("key") or {}).get("digest") != key.digest \
+            or RESULT_FILE not in (snap.manifest.get("files") or {}) \
+            or (audio_expected and not section.get("has_audio")):
+        return valid
+    boundaries = snap.manifest.get("boundaries") or {}
+    frames = int(section.get("frames") or 0)
+    for cand in range(1, spec.S):
+        if segments.prefix_frames(cand, spec.F, spec.M) <= frames and str(cand - 1) in boundaries:
+            valid.append(cand)
+    return valid
+
+
 def _segment_answer(view, nid, snaps) -> dict:
     inputs = view.get(nid).get("inputs") or {}
     out: dict = {"kind": "segments"}
@@ -195,13 +212,7 @@ def _segment_answer(view, nid, snaps) -> dict:
         out["prefix_frames_by_n"] = [segments.prefix_frames(i, F, M) for i in range(spec.S)]
         key = segment_key(view, end_id, spec)
         plan = plan_resume(snap, cache_name=name, N=n, spec=spec, key=key, audio_expected=audio_expected)
-        valid = []
-        for cand in range(spec.S):
-            try:
-                plan_resume(snap, cache_name=name, N=cand, spec=spec, key=key, audio_expected=audio_expected)
-                valid.append(cand)
-            except Exception:
-                pass
+        valid = _valid_prefixes(snap, spec, key, audio_expected)
         out.update({"valid": True, "will": "resume" if n else "generate", "plan": plan.describe(),
                     "valid_n": valid, "key": key.digest})
     except Exception as e:
