@@ -28,7 +28,7 @@ import folder_paths
 import node_helpers
 from comfy_api.latest import io
 
-from .standins import StandInModel, _generator, _tensor_bytes, burn_cpu, count, describe
+from .standins import StandInModel, _generator, _tensor_bytes, burn_cpu, count, describe, stand_in_loader
 
 QWEN_DIM = 3584          # Qwen2.5-VL 7B hidden size (Qwen-Image joint_attention_dim)
 QWEN_TEMPLATE_TAIL = 5   # tokens after the user text that survive the template crop (<|im_end|>\n...)
@@ -57,26 +57,10 @@ def _need(model, kind: str, node: str) -> None:
         raise RuntimeError(f"{node} needs the output of the matching SeedReuse stand-in loader ({kind})")
 
 
-class SeedReuseTestQwenTextEncoderLoader(io.ComfyNode):
-    @classmethod
-    def define_schema(cls):
-        return io.Schema(
-            node_id="SeedReuseTestQwenTextEncoderLoader",
-            display_name="SeedReuse Test: Text Encoder Loader (stand-in Qwen2.5-VL, CLIPLoader type qwen_image)",
-            category="SeedReuse/test",
-            inputs=[
-                io.Combo.Input("clip_name", options=folder_paths.get_filename_list("text_encoders")),
-                io.Int.Input("work_ms", default=0, min=0, max=600000),
-            ],
-            outputs=[io.Clip.Output()],
-        )
-
-    @classmethod
-    def execute(cls, clip_name, work_ms=0):
-        count("text_loader")
-        burn_cpu(work_ms)
-        return io.NodeOutput(StandInModel("qwen25_vl", clip_name,
-                                          folder_paths.get_full_path_or_raise("text_encoders", clip_name)))
+SeedReuseTestQwenTextEncoderLoader = stand_in_loader(
+    "SeedReuseTestQwenTextEncoderLoader",
+    "SeedReuse Test: Text Encoder Loader (stand-in Qwen2.5-VL, CLIPLoader type qwen_image)",
+    "text_encoders", "clip_name", "qwen25_vl", "text_loader", io.Clip)
 
 
 class SeedReuseTestQwenTextEncode(io.ComfyNode):
@@ -150,21 +134,9 @@ class SeedReuseTestTextEncodeQwenImageEdit(io.ComfyNode):
 
 # --------------------------------------------------------------------------- InfiniteTalk
 
-class SeedReuseTestModelPatchLoader(io.ComfyNode):
-    @classmethod
-    def define_schema(cls):
-        return io.Schema(
-            node_id="SeedReuseTestModelPatchLoader",
-            display_name="SeedReuse Test: ModelPatchLoader (stand-in InfiniteTalk patch)",
-            category="SeedReuse/test",
-            inputs=[io.Combo.Input("name", options=folder_paths.get_filename_list("model_patches"))],
-            outputs=[_MODEL_PATCH.Output()],
-        )
-
-    @classmethod
-    def execute(cls, name):
-        count("model_patch_loader")
-        return io.NodeOutput(StandInModel("infinitetalk", name, folder_paths.get_full_path_or_raise("model_patches", name)))
+SeedReuseTestModelPatchLoader = stand_in_loader(
+    "SeedReuseTestModelPatchLoader", "SeedReuse Test: ModelPatchLoader (stand-in InfiniteTalk patch)",
+    "model_patches", "name", "infinitetalk", "model_patch_loader", _MODEL_PATCH, work_input=False)
 
 
 def linear_interpolation(features: torch.Tensor, input_fps: float, output_fps: float) -> torch.Tensor:

@@ -105,31 +105,35 @@ TEXT_LEN = 512      # WanT5Tokenizer min_length: the real cond is always padded 
 TEXT_DIM = 4096     # umT5-XXL d_model
 
 
+def stand_in_loader(node_id: str, display_name: str, folder: str, input_name: str, kind: str,
+                    counter: str, output, *, work_input: bool = True) -> type:
+    """A stand-in model loader: a file combo from ``folder`` (+ ``work_ms``), counted as ``counter``,
+    returning a StandInModel whose file hash seeds the matching stand-in encoder."""
+    def define_schema(cls):   # the file list is read each time, like the stock loaders
+        inputs = [io.Combo.Input(input_name, options=folder_paths.get_filename_list(folder))]
+        if work_input:
+            inputs.append(io.Int.Input("work_ms", default=0, min=0, max=600000))
+        return io.Schema(node_id=node_id, display_name=display_name, category="SeedReuse/test",
+                         inputs=inputs, outputs=[output.Output()])
+
+    def execute(cls, work_ms=0, **kw):
+        count(counter)
+        burn_cpu(work_ms)
+        name = kw[input_name]
+        return io.NodeOutput(StandInModel(kind, name, folder_paths.get_full_path_or_raise(folder, name)))
+
+    return type(node_id, (io.ComfyNode,), {"define_schema": classmethod(define_schema),
+                                           "execute": classmethod(execute)})
+
+
 def _approx_token_count(text: str) -> int:
     """Positions the real encoder leaves non-zero (tokens + end token; zero_out_masked=True)."""
     return min(TEXT_LEN, len(text.split()) + 1)
 
 
-class SeedReuseTestTextEncoderLoader(io.ComfyNode):
-    @classmethod
-    def define_schema(cls):
-        return io.Schema(
-            node_id="SeedReuseTestTextEncoderLoader",
-            display_name="SeedReuse Test: Text Encoder Loader (stand-in umT5)",
-            category="SeedReuse/test",
-            inputs=[
-                io.Combo.Input("clip_name", options=folder_paths.get_filename_list("text_encoders")),
-                io.Int.Input("work_ms", default=0, min=0, max=600000),
-            ],
-            outputs=[io.Clip.Output()],
-        )
-
-    @classmethod
-    def execute(cls, clip_name, work_ms=0):
-        count("text_loader")
-        burn_cpu(work_ms)
-        path = folder_paths.get_full_path_or_raise("text_encoders", clip_name)
-        return io.NodeOutput(StandInModel("umt5", clip_name, path))
+SeedReuseTestTextEncoderLoader = stand_in_loader(
+    "SeedReuseTestTextEncoderLoader", "SeedReuse Test: Text Encoder Loader (stand-in umT5)",
+    "text_encoders", "clip_name", "umt5", "text_loader", io.Clip)
 
 
 class SeedReuseTestTextEncode(io.ComfyNode):
@@ -167,26 +171,9 @@ CV_HIDDEN = 1280      # ViT-H width
 CV_PROJ = 1024        # ViT-H projection_dim
 
 
-class SeedReuseTestClipVisionLoader(io.ComfyNode):
-    @classmethod
-    def define_schema(cls):
-        return io.Schema(
-            node_id="SeedReuseTestClipVisionLoader",
-            display_name="SeedReuse Test: CLIP Vision Loader (stand-in ViT-H)",
-            category="SeedReuse/test",
-            inputs=[
-                io.Combo.Input("clip_name", options=folder_paths.get_filename_list("clip_vision")),
-                io.Int.Input("work_ms", default=0, min=0, max=600000),
-            ],
-            outputs=[io.ClipVision.Output()],
-        )
-
-    @classmethod
-    def execute(cls, clip_name, work_ms=0):
-        count("clip_vision_loader")
-        burn_cpu(work_ms)
-        path = folder_paths.get_full_path_or_raise("clip_vision", clip_name)
-        return io.NodeOutput(StandInModel("clip_vision_h", clip_name, path))
+SeedReuseTestClipVisionLoader = stand_in_loader(
+    "SeedReuseTestClipVisionLoader", "SeedReuse Test: CLIP Vision Loader (stand-in ViT-H)",
+    "clip_vision", "clip_name", "clip_vision_h", "clip_vision_loader", io.ClipVision)
 
 
 class SeedReuseTestClipVisionEncode(io.ComfyNode):
@@ -249,26 +236,9 @@ def wav2vec2_frames(n16k: int) -> int:
     return n
 
 
-class SeedReuseTestAudioEncoderLoader(io.ComfyNode):
-    @classmethod
-    def define_schema(cls):
-        return io.Schema(
-            node_id="SeedReuseTestAudioEncoderLoader",
-            display_name="SeedReuse Test: Audio Encoder Loader (stand-in wav2vec2)",
-            category="SeedReuse/test",
-            inputs=[
-                io.Combo.Input("audio_encoder_name", options=folder_paths.get_filename_list("audio_encoders")),
-                io.Int.Input("work_ms", default=0, min=0, max=600000),
-            ],
-            outputs=[io.AudioEncoder.Output()],
-        )
-
-    @classmethod
-    def execute(cls, audio_encoder_name, work_ms=0):
-        count("audio_loader")
-        burn_cpu(work_ms)
-        path = folder_paths.get_full_path_or_raise("audio_encoders", audio_encoder_name)
-        return io.NodeOutput(StandInModel("wav2vec2", audio_encoder_name, path))
+SeedReuseTestAudioEncoderLoader = stand_in_loader(
+    "SeedReuseTestAudioEncoderLoader", "SeedReuse Test: Audio Encoder Loader (stand-in wav2vec2)",
+    "audio_encoders", "audio_encoder_name", "wav2vec2", "audio_loader", io.AudioEncoder)
 
 
 class SeedReuseTestAudioEncode(io.ComfyNode):
