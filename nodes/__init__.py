@@ -1,10 +1,9 @@
 """ComfyUI adapters of the SeedReuse pack: node classes, the prompt lifecycle hook, routes."""
 from __future__ import annotations
 
-from comfy_api.latest import ComfyExtension
-
-from . import adapters, transactions
+from . import adapters, carry, routes, transactions
 from .encode_nodes import ENCODE_NODES
+from .host import ComfyExtension
 from .prefix_merge import PREFIX_MERGE_NODES
 from .segment_loop import SEGMENT_LOOP_NODES
 from .session_node import SeedReuseSession
@@ -18,10 +17,10 @@ class SeedReuseExtension(ComfyExtension):
 
 
 async def comfy_entrypoint() -> ComfyExtension:
+    transactions.register_before_commit(carry.carry_unexecuted_slots)
     transactions.install()
     adapters.register_all()
     try:
-        from . import routes
         routes.register()
     except Exception as e:  # routes are feedback only; nodes still work without them
         transactions.log.error("seedreuse: HTTP routes not registered: %s", e)

@@ -5,7 +5,8 @@ classes registered here can be restored from a cache.
 """
 from __future__ import annotations
 
-from ..reuse_backend import serialize
+from ..reuse_backend.storage import adapters as registry
+from . import host
 
 
 def _attribute_bag(cls, name: str) -> None:
@@ -22,15 +23,13 @@ def _attribute_bag(cls, name: str) -> None:
             setattr(obj, k, v)
         return obj
 
-    serialize.register_adapter(cls, name, to_fields, from_fields)
+    registry.register_adapter(cls, name, to_fields, from_fields)
 
 
 def register_all() -> list[str]:
     names = []
-    try:
-        import comfy.clip_vision
-        _attribute_bag(comfy.clip_vision.Output, "comfy.clip_vision.Output")
+    output_cls = host.clip_vision_output_class()
+    if output_cls is not None:   # a host without CLIP vision support has nothing to register
+        _attribute_bag(output_cls, "comfy.clip_vision.Output")
         names.append("comfy.clip_vision.Output")
-    except ImportError:  # a host without CLIP vision support simply has nothing to register
-        pass
     return names

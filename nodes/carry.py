@@ -8,7 +8,7 @@ equals the key the current graph computes for it: a stale slot is never carried.
 from __future__ import annotations
 
 from . import host
-from .graph_view import ENCODE_PREFIX, GraphView, session_of, slot_key
+from .graph_view import ENCODE_PREFIX, SLOT_IO_TYPES, GraphView, session_of, slot_key
 
 log = host.log
 
@@ -32,15 +32,10 @@ def carry_unexecuted_slots(ctx, root: str, name: str, st) -> None:
         if entry is None:
             continue
         try:
-            key = slot_key(view, node_id, _io_type_of(ct))
+            key = slot_key(view, node_id, SLOT_IO_TYPES.get(ct, "*"))
         except Exception as e:  # a graph we cannot describe is simply not carried
             log.debug("seedreuse: not carrying slot %s: %s", slot, e)
             continue
         if (entry.get("key") or {}).get("digest") == key.digest:
             st.tx.carry_slot(slot)
             st.staged_slots.add(slot)
-
-
-def _io_type_of(class_type: str) -> str:
-    from .encode_nodes import IO_TYPE_BY_NODE_ID
-    return IO_TYPE_BY_NODE_ID.get(class_type, "*")

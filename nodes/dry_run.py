@@ -7,16 +7,15 @@ from __future__ import annotations
 
 import copy
 
-from ..reuse_backend import roots, segments
 from ..reuse_backend.errors import InvalidRequestError, ReuseError
-from ..reuse_backend.segment_plan import RESULT_FILE, SECTION, make_spec, plan_resume
-from ..reuse_backend.slots import decide_slot
-from ..reuse_backend.store import Cache
+from ..reuse_backend.keys.graph_key import is_link
+from ..reuse_backend.keys.slots import decide_slot
+from ..reuse_backend.media import segments
+from ..reuse_backend.media.segment_plan import RESULT_FILE, SECTION, make_spec, plan_resume, valid_prefixes
+from ..reuse_backend.store import Cache, roots
 from . import host
-from .encode_nodes import IO_TYPE_BY_NODE_ID
-from .graph_view import ENCODE_PREFIX, PREFIX, GraphView, session_of, slot_key
-from .segment_loop import segment_key
-from .segment_state import START_ID, find_end_node
+from .graph_view import (ENCODE_PREFIX, PREFIX, SLOT_IO_TYPES, START_ID, GraphView, find_end_node, segment_key,
+                         session_of, slot_key)
 
 
 def _declared_specs(cls) -> dict:
@@ -36,7 +35,6 @@ def _coerce_literals(node: dict, specs: dict) -> None:
     (execution.validate_inputs writes ``int(v)`` / ``float(v)`` / ``str(v)`` / ``bool(v)`` back
     into the queued prompt and unwraps ``{"__value__": v}``), so the dry run computes keys from
     the same values execution sees: the frontend sends a FLOAT widget holding 1.0 as ``1``."""
-    from ..reuse_backend.graph_key import is_link
     inputs = node.get("inputs")
     if not isinstance(inputs, dict):
         return
@@ -55,40 +53,22 @@ def _coerce_literals(node: dict, specs: dict) -> None:
                 pass  # execution rejects it at validation; the key walk sees the raw value
 
 
-def _change_token_fn(cls):
-    """The method execution.IsChangedCache calls for this class (V3 fingerprint_inputs when a
-    class in its MRO overrides it, else V1 IS_CHANGED), or None."""
-    try:
-        from comfy_api.internal import _ComfyNodeInternal, first_real_override
-    except ImportError:  # older hosts: V3 nodes define it on the class itself
-        if hasattr(cls, "GET_SCHEMA") and "fingerprint_inputs" in vars(cls):
-            return cls.fingerprint_inputs
-        return getattr(cls, "IS_CHANGED", None)
-    if isinstance(cls, type) and issubclass(cls, _ComfyNodeInternal):
-        fn = first_real_override(cls, "fingerprint_inputs")
-        if fn is not None:
-            return fn
-    return getattr(cls, "IS_CHANGED", None)
-
-
 def fill_change_tokens(prompt: dict) -> dict:
     """A copy of ``prompt`` as execution sees it: literals coerced like ComfyUI's validation
     does, and ComfyUI's per-node ``is_changed`` values filled in."""
-    import nodes as comfy_nodes  # ComfyUI's node registry (the host's top-level module)
-    from ..reuse_backend.graph_key import is_link
     out = copy.deepcopy(prompt)
     for node in out.values():
         if not isinstance(node, dict):
             continue
         ct = node.get("class_type", "")
-        cls = comfy_nodes.NODE_CLASS_MAPPINGS.get(ct)
+        cls = host.node_class(ct)
         if cls is None:
             continue
         specs = _declared_specs(cls)
         _coerce_literals(node, specs)
         if ct.startswith(PREFIX):
             continue
-        fn = _change_token_fn(cls)
+        fn = host.change_token_fn(cls)
         if fn is None:
             continue
         literals = {k: v for k, v in (node.get("inputs") or {}).items() if k in specs and not is_link(v)}
@@ -144,28 +124,11 @@ def _slot_answer(view, nid, ct, snaps) -> dict:
         sess = _session(view, nid)
         name, mode = sess.get("cache_name", "default"), sess.get("reuse", "auto")
         d = decide_slot(_cached_snapshot(snaps, name), cache_name=name, slot=slot,
-                        key=slot_key(view, nid, IO_TYPE_BY_NODE_ID.get(ct, "*")), mode=mode)
+                        key=slot_key(view, nid, SLOT_IO_TYPES.get(ct, "*")), mode=mode)
         return {"kind": "slot", "slot": slot, "cache": name, "mode": mode, "will": d.action,
                 "reason": d.reason, "mismatch": d.mismatch, "key": d.key.digest}
     except Exception as e:
         return {"kind": "slot", "slot": slot, "will": "fail", "reason": str(e), "error": _err(e)}
-
-
-def _valid_prefixes(snap, spec, key, audio_expected: bool) -> list[int]:
-    """Every N that plan_resume would accept, from the manifest alone (the requested N was
-    planned in full, probing the previous video once; this runs on every canvas edit)."""
-    valid = [0]
-    section = ((snap.manifest.get("sections") or {}).get(SECTION) if snap else None) or {}
-    if not section or (section.get("key") or {}).get("digest") != key.digest \
-            or RESULT_FILE not in (snap.manifest.get("files") or {}) \
-            or (audio_expected and not section.get("has_audio")):
-        return valid
-    boundaries = snap.manifest.get("boundaries") or {}
-    frames = int(section.get("frames") or 0)
-    for cand in range(1, spec.S):
-        if segments.prefix_frames(cand, spec.F, spec.M) <= frames and str(cand - 1) in boundaries:
-            valid.append(cand)
-    return valid
 
 
 def _segment_answer(view, nid, snaps) -> dict:
@@ -212,7 +175,7 @@ def _segment_answer(view, nid, snaps) -> dict:
         out["prefix_frames_by_n"] = [segments.prefix_frames(i, F, M) for i in range(spec.S)]
         key = segment_key(view, end_id, spec)
         plan = plan_resume(snap, cache_name=name, N=n, spec=spec, key=key, audio_expected=audio_expected)
-        valid = _valid_prefixes(snap, spec, key, audio_expected)
+        valid = valid_prefixes(snap, spec, key, audio_expected)
         out.update({"valid": True, "will": "resume" if n else "generate", "plan": plan.describe(),
                     "valid_n": valid, "key": key.digest})
     except Exception as e:

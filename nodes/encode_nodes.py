@@ -9,13 +9,13 @@ from __future__ import annotations
 
 import time
 
-from comfy_api.latest import io
 
-from ..reuse_backend import roots
+from ..reuse_backend.store import roots
 from ..reuse_backend.errors import InvalidRequestError, ReuseError
-from ..reuse_backend.slots import decide_slot
+from ..reuse_backend.keys.slots import decide_slot
 from . import host, transactions
-from .graph_view import GraphView, slot_key
+from .host import io
+from .graph_view import SLOT_IO_TYPES, GraphView, slot_key
 from .session_node import SessionType
 
 # (node id suffix, display, io type class, type name for docs)
@@ -27,9 +27,6 @@ VARIANTS = [
     ("Image", "Image", io.Image, "preprocessed image"),
     ("Audio", "Audio", io.Audio, "audio waveform"),
 ]
-IO_TYPE_BY_NODE_ID: dict[str, str] = {}
-
-
 class _EncodeOrReuse(io.ComfyNode):
     IO = io.Conditioning
     SUFFIX = ""
@@ -138,7 +135,7 @@ def _make(suffix, display, io_cls, what):
     cls = type(f"SeedReuseEncode{suffix}", (_EncodeOrReuse,),
                {"IO": io_cls, "SUFFIX": suffix, "DISPLAY": display, "WHAT": what,
                 "__doc__": f"Encode or Reuse for {what}."})
-    IO_TYPE_BY_NODE_ID[f"SeedReuseEncode{suffix}"] = io_cls.io_type
+    SLOT_IO_TYPES[f"SeedReuseEncode{suffix}"] = io_cls.io_type
     return cls
 
 

@@ -1,14 +1,23 @@
-"""Read-only views of the queued graph and the key computations built on them."""
+"""Read-only views of the queued graph and the key computations built on them.
+
+The one module the nodes, the dry run, the commit-time carry and the segment loop share for
+node ids and keys, so none of them imports another node module to compute a key.
+"""
 from __future__ import annotations
 
-from ..reuse_backend import graph_key
-from ..reuse_backend.key import ReuseKey
+from ..reuse_backend.keys import graph_key
+from ..reuse_backend.keys.key import ReuseKey
 from . import host
 
 PREFIX = "SeedReuse"
 SESSION_ID = "SeedReuseSession"
 ENCODE_PREFIX = "SeedReuseEncode"
+START_ID = "SeedReuseSegmentLoopStart"
+END_ID = "SeedReuseSegmentLoopEnd"
 KEY_VERSION = 1
+
+# Encode-or-Reuse node id -> the ComfyUI io type of its slot (filled as the node classes are made)
+SLOT_IO_TYPES: dict[str, str] = {}
 
 
 class GraphView:
@@ -62,6 +71,24 @@ def slot_key(view: GraphView, node_id: str, io_type: str) -> ReuseKey:
     fields["(slot type)"] = io_type
     fields["(key version)"] = KEY_VERSION
     return ReuseKey.build("slot", fields)
+
+
+def segment_key(view: GraphView, end_id: str, spec) -> ReuseKey:
+    """reuse_key of a segment run: what feeds the loop's End node, plus the segment spec."""
+    fields = upstream_fields(view, [end_id, 0], "segments")
+    fields["(segment spec)"] = spec.to_dict()
+    fields["(key version)"] = KEY_VERSION
+    return ReuseKey.build("segments", fields)
+
+
+def find_end_node(view: GraphView, start_id: str) -> str | None:
+    """The Segment Loop End whose ``loop`` input links to ``start_id``."""
+    for nid, node in (view.prompt or {}).items():
+        if isinstance(node, dict) and node.get("class_type") == END_ID:
+            link = (node.get("inputs") or {}).get("loop")
+            if graph_key.is_link(link) and link[0] == start_id:
+                return nid
+    return None
 
 
 def session_of(view: GraphView, node_id: str) -> dict | None:

@@ -1,7 +1,9 @@
 """Everything the pack needs from the ComfyUI host, in one place.
 
-The rest of nodes/ calls these helpers instead of importing host modules directly, so the
-host surface the pack depends on is small and visible.
+The rest of nodes/ imports ComfyUI only through this module (a test checks it), so adapting
+the pack to another ComfyUI version touches this file alone. Module-level imports are the
+ones every node module needs at class-definition time (the V3 node API, the graph builder);
+the rest are imported where used, so importing this module stays cheap.
 """
 from __future__ import annotations
 
@@ -10,8 +12,13 @@ import os
 import re
 
 import folder_paths
+from comfy_api.latest import ComfyExtension, InputImpl, io, ui          # noqa: F401 (re-exported)
+from comfy_execution.graph_utils import GraphBuilder                    # noqa: F401 (re-exported)
+from comfy_execution.graph_utils import is_link as graph_is_link        # noqa: F401 (re-exported)
 
-from ..reuse_backend import file_identity, roots
+from ..reuse_backend.keys import file_identity
+
+from ..reuse_backend.store import roots
 
 log = logging.getLogger("seedreuse")
 
@@ -59,6 +66,49 @@ def _inside_io_folders(path: str) -> bool:
     return False
 
 
+def prompt_executor_class():
+    """``execution.PromptExecutor`` (the prompt lifecycle hook wraps its methods)."""
+    import execution
+    return execution.PromptExecutor
+
+
+def prompt_server():
+    """The running ``server.PromptServer`` instance (routes, websocket messages)."""
+    from server import PromptServer
+    return PromptServer.instance
+
+
+def node_class(class_type: str):
+    """The node class registered for ``class_type`` on this host, or None."""
+    import nodes as comfy_nodes   # ComfyUI's node registry (the host's top-level module)
+    return comfy_nodes.NODE_CLASS_MAPPINGS.get(class_type)
+
+
+def change_token_fn(cls):
+    """The method execution.IsChangedCache calls for this class (V3 fingerprint_inputs when a
+    class in its MRO overrides it, else V1 IS_CHANGED), or None."""
+    try:
+        from comfy_api.internal import _ComfyNodeInternal, first_real_override
+    except ImportError:  # older hosts: V3 nodes define it on the class itself
+        if hasattr(cls, "GET_SCHEMA") and "fingerprint_inputs" in vars(cls):
+            return cls.fingerprint_inputs
+        return getattr(cls, "IS_CHANGED", None)
+    if isinstance(cls, type) and issubclass(cls, _ComfyNodeInternal):
+        fn = first_real_override(cls, "fingerprint_inputs")
+        if fn is not None:
+            return fn
+    return getattr(cls, "IS_CHANGED", None)
+
+
+def clip_vision_output_class():
+    """``comfy.clip_vision.Output`` (restored from caches by a registered adapter), or None."""
+    try:
+        import comfy.clip_vision
+    except ImportError:  # a host without CLIP vision support
+        return None
+    return comfy.clip_vision.Output
+
+
 def current_prompt_id() -> str | None:
     try:
         from comfy_execution.utils import get_executing_context
@@ -68,8 +118,7 @@ def current_prompt_id() -> str | None:
     except ImportError:
         pass
     try:
-        from server import PromptServer
-        return getattr(PromptServer.instance, "last_prompt_id", None)
+        return getattr(prompt_server(), "last_prompt_id", None)
     except Exception:
         return None
 
@@ -77,8 +126,7 @@ def current_prompt_id() -> str | None:
 def send_event(event: str, data: dict) -> None:
     """A websocket event to the client that queued the running prompt (namespaced seedreuse.*)."""
     try:
-        from server import PromptServer
-        srv = PromptServer.instance
+        srv = prompt_server()
         srv.send_sync(event, data, srv.client_id)
     except Exception as e:  # feedback must never break a run
         log.debug("could not send %s: %s", event, e)

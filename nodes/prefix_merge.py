@@ -11,12 +11,12 @@ import os
 import shutil
 import time
 
-from comfy_api.latest import InputImpl, io, ui
 
-from ..reuse_backend import segments as seg
-from ..reuse_backend import video
-from ..reuse_backend.segment_plan import RESULT_FILE, SECTION
+from ..reuse_backend.media import segments as seg
+from ..reuse_backend.media import video
+from ..reuse_backend.media.segment_plan import RESULT_FILE, SECTION
 from . import host, transactions
+from .host import InputImpl, io, ui
 from .segment_state import SegmentsType
 
 

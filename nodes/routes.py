@@ -10,14 +10,14 @@ Every refusal is a JSON body {"error": {...}} with a 4xx status, also for paths 
 from __future__ import annotations
 
 import asyncio
-import os
 
 from aiohttp import web
 
-from ..reuse_backend import roots
-from ..reuse_backend.errors import InvalidCacheNameError, ReuseError
-from ..reuse_backend.store import Cache
+from ..reuse_backend.store import roots
+from ..reuse_backend.errors import ReuseError
+from ..reuse_backend.store import Cache, committed_caches
 from . import host
+from .dry_run import dry_run
 
 log = host.log
 
@@ -46,22 +46,12 @@ def summarize(snapshot) -> dict:
 
 
 def register() -> None:
-    from server import PromptServer
-    routes = PromptServer.instance.routes
+    routes = host.prompt_server().routes
 
     @routes.get("/seedreuse/caches")
     async def list_caches(request):
-        root = host.cache_root()
-        names = []
-        for entry in sorted(os.listdir(root)):
-            try:
-                roots.validate_cache_name(entry)
-            except InvalidCacheNameError:
-                continue  # .tmp / .old / .lock and foreign files
-            p = os.path.join(root, entry)
-            if os.path.isdir(p) and not os.path.islink(p):
-                names.append(entry)
-        return web.json_response({"caches": names})
+        # committed caches only: never .tmp / .old / .lock, symlinks or foreign files
+        return web.json_response({"caches": committed_caches(host.cache_root())})
 
     @routes.get("/seedreuse/caches/{name}")
     async def get_cache(request):
@@ -87,7 +77,6 @@ def register() -> None:
 
     @routes.post("/seedreuse/check")
     async def check(request):
-        from .dry_run import dry_run
         try:
             body = await request.json()
         except Exception as e:

@@ -13,25 +13,17 @@ import math
 import time
 
 import torch
-from comfy_api.latest import io
 
-from ..reuse_backend import segments, video
-from ..reuse_backend.audio_features import slice_features
 from ..reuse_backend.errors import InvalidRequestError
-from ..reuse_backend.key import ReuseKey
-from ..reuse_backend.segment_plan import make_spec, plan_resume
+from ..reuse_backend.media import segments, video
+from ..reuse_backend.media.audio_features import slice_features
+from ..reuse_backend.media.segment_plan import make_spec, plan_resume
 from . import host, transactions
-from .graph_view import KEY_VERSION, GraphView, upstream_fields
-from .segment_state import (END_ID, START_ID, LoopState, LoopType, SegmentType, SegmentsType,
-                            SegmentValue, SegmentsResult, expand_next_iteration, find_end_node)
+from .graph_view import END_ID, START_ID, GraphView, find_end_node, segment_key
+from .host import io
+from .segment_state import (LoopState, LoopType, SegmentType, SegmentsType, SegmentValue, SegmentsResult,
+                            expand_next_iteration)
 from .session_node import SessionType
-
-
-def segment_key(view: GraphView, end_id: str, spec) -> ReuseKey:
-    fields = upstream_fields(view, [end_id, 0], "segments")
-    fields["(segment spec)"] = spec.to_dict()
-    fields["(key version)"] = KEY_VERSION
-    return ReuseKey.build("segments", fields)
 
 
 def _audio_slice(audio, i, spec):

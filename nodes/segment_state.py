@@ -3,19 +3,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from comfy_api.latest import io
-from comfy_execution.graph_utils import GraphBuilder, is_link
-
-from ..reuse_backend.segment_plan import SegmentSpec
+from ..reuse_backend.media.segment_plan import SegmentSpec
+from .host import GraphBuilder, io
+from .host import graph_is_link as is_link
 from .session_node import Session
 
 LoopType = io.Custom("SEEDREUSE_LOOP")
 SegmentType = io.Custom("SEEDREUSE_SEGMENT")
 SegmentsType = io.Custom("SEEDREUSE_SEGMENTS")
-
-START_ID = "SeedReuseSegmentLoopStart"
-END_ID = "SeedReuseSegmentLoopEnd"
-
 
 @dataclass
 class LoopState:
@@ -43,16 +38,6 @@ class SegmentValue:
 @dataclass
 class SegmentsResult:
     state: LoopState
-
-
-def find_end_node(view, start_id: str) -> str | None:
-    """The Segment Loop End whose ``loop`` input links to ``start_id``."""
-    for nid, node in (view.prompt or {}).items():
-        if isinstance(node, dict) and node.get("class_type") == END_ID:
-            link = (node.get("inputs") or {}).get("loop")
-            if is_link(link) and link[0] == start_id:
-                return nid
-    return None
 
 
 def _upstream_map(dynprompt, node_id, upstream):

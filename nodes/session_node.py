@@ -3,12 +3,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from comfy_api.latest import io
 
-from ..reuse_backend import roots
+from ..reuse_backend.store import roots
 from ..reuse_backend.errors import ReuseError
-from ..reuse_backend.slots import MODES
+from ..reuse_backend.keys.slots import MODES
 from . import host
+from .host import io
 
 SessionType = io.Custom("SEEDREUSE_SESSION")
 

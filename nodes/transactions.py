@@ -21,8 +21,7 @@ import threading
 import uuid
 from dataclasses import dataclass, field
 
-from ..reuse_backend.errors import (CacheBusyError, CorruptCacheError, InvalidRequestError, ReuseError,
-                                    TransactionError)
+from ..reuse_backend.errors import CorruptCacheError, InvalidRequestError, ReuseError, TransactionError
 from ..reuse_backend.store import Cache, RunInfo
 from . import host
 
@@ -31,6 +30,15 @@ _lock = threading.RLock()
 _prompts: dict[str, "PromptContext"] = {}
 _epoch = [0]
 HOOK_STATE = {"installed": False, "error": None}
+# Called as hook(ctx, root, name, tx_state) before each successful prompt's commit, in order
+# (e.g. carry.carry_unexecuted_slots); registered by the package at load, so this module
+# imports no other node module.
+BEFORE_COMMIT: list = []
+
+
+def register_before_commit(fn) -> None:
+    if fn not in BEFORE_COMMIT:
+        BEFORE_COMMIT.append(fn)
 
 
 @dataclass
@@ -62,7 +70,7 @@ class PromptContext:
         k = (root, name)
         if k not in self.snapshots:
             cache = Cache(root, name)
-            _recover_leftovers(cache, self.run_id)
+            cache.recover_leftovers(f"recover-{self.run_id}")
             try:
                 self.snapshots[k] = cache.snapshot()
             except CorruptCacheError as e:   # a broken version is never used; the next writer replaces it
@@ -95,23 +103,6 @@ class PromptContext:
         return st
 
 
-def _recover_leftovers(cache: Cache, run_id: str) -> None:
-    """A reader does not need the writer lock, but when a crashed writer left something behind
-    (its lock, staging or the previous version) it cleans up, so leftovers never outlive the
-    next request: recovery runs under the lock, and a live writer (busy) is left alone."""
-    p = cache.paths
-    if not (os.path.lexists(p.tmp) or os.path.lexists(p.old) or os.path.lexists(p.lock)):
-        return
-    try:
-        done = cache.recover(f"recover-{run_id}")
-        if done:
-            log.info("seedreuse: recovered cache '%s': %s", cache.name, "; ".join(map(str, done)))
-    except CacheBusyError:
-        pass
-    except ReuseError as e:   # reading goes on; the next writer retries the recovery
-        log.warning("seedreuse: recovery of cache '%s' failed: %s", cache.name, e)
-
-
 def global_epoch() -> int:
     """Changes whenever a transaction that staged new content ends in this process."""
     return _epoch[0]
@@ -135,12 +126,12 @@ def current() -> PromptContext:
 
 def _finish(ctx: PromptContext, success: bool) -> None:
     """Commit (success) or discard every transaction of the prompt. Discard never raises."""
-    from .carry import carry_unexecuted_slots
     errors = []
     for (root, name), st in list(ctx.txs.items()):
         try:
             if success:
-                carry_unexecuted_slots(ctx, root, name, st)
+                for hook in BEFORE_COMMIT:
+                    hook(ctx, root, name, st)
                 if st.new_content:
                     st.tx.commit()
                 else:  # only carried what is already committed: keep the current version
@@ -181,13 +172,13 @@ def _close(prompt_id, success: bool):
 
 def install() -> bool:
     try:
-        import execution
-        pe = execution.PromptExecutor
+        pe = host.prompt_executor_class()
         if getattr(pe, "_seedreuse_hooked", False):
             HOOK_STATE["installed"] = True
             return True
         orig_execute = pe.execute
         orig_add_message = pe.add_message
+        orig_handle_error = getattr(pe, "handle_execution_error", None)
     except Exception as e:
         HOOK_STATE["error"] = f"{type(e).__name__}: {e}"
         log.error("seedreuse: cannot install the prompt lifecycle hook (%s); reuse nodes will refuse to run", e)
@@ -207,7 +198,17 @@ def install() -> bool:
                 log.error("seedreuse: publishing the cache of prompt %s failed: %s", prompt_id, e)
                 self.success = False
 
+    def handle_execution_error(self, prompt_id, prompt, current_outputs, executed, error, ex, *args, **kwargs):
+        # The execution_error message carries only text; add the structured error next to it.
+        self._seedreuse_error = ex.to_dict() if isinstance(ex, ReuseError) else None
+        try:
+            return orig_handle_error(self, prompt_id, prompt, current_outputs, executed, error, ex, *args, **kwargs)
+        finally:
+            self._seedreuse_error = None
+
     def add_message(self, event, data, broadcast, *args, **kwargs):
+        if event == "execution_error" and getattr(self, "_seedreuse_error", None) and "seedreuse" not in data:
+            data = {**data, "seedreuse": self._seedreuse_error}
         if event == "execution_success":
             pid = data.get("prompt_id")
             with _lock:
@@ -228,6 +229,8 @@ def install() -> bool:
 
     pe.execute = execute
     pe.add_message = add_message
+    if orig_handle_error is not None:
+        pe.handle_execution_error = handle_execution_error
     pe._seedreuse_hooked = True
     HOOK_STATE["installed"] = True
     return True

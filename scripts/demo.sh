@@ -4,4 +4,4 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 VENV=$(bash scripts/setup.sh | tail -n 1)
-exec "$VENV/bin/python" scripts/demo.py "$@"
+exec "$VENV/bin/python" -m seedreuse_lab.demo "$@"

@@ -7,7 +7,7 @@
         w0, w1 = comfy_workers(2)                 # started concurrently, one shared cache root
         assert w0.env["SEEDREUSE_CACHE_ROOT"] == str(comfy_workers.cache_root)
 
-Import the harness as ``from harness import graphs, worker`` (tests/ is put on sys.path here).
+Import the harness as ``from seedreuse_lab import graphs, worker`` (the repository root is on pytest's pythonpath).
 """
 from __future__ import annotations
 
@@ -17,13 +17,9 @@ from pathlib import Path
 
 import pytest
 
-TESTS_DIR = Path(__file__).resolve().parent
-if str(TESTS_DIR) not in sys.path:
-    sys.path.insert(0, str(TESTS_DIR))
-
-from harness import graphs, host  # noqa: E402
-from harness import tiny_models as _tm  # noqa: E402
-from harness.worker import ComfyWorker, WorkerGroup  # noqa: E402
+from seedreuse_lab import graphs, host  # noqa: E402
+from seedreuse_lab import tiny_models as _tm  # noqa: E402
+from seedreuse_lab.worker import ComfyWorker, WorkerGroup  # noqa: E402
 
 
 class _RepoRootIsNotATestPackage:
@@ -39,7 +35,7 @@ class _RepoRootIsNotATestPackage:
 
 
 def pytest_configure(config):
-    config.addinivalue_line("markers", "comfy: needs a real ComfyUI worker (tests/harness)")
+    config.addinivalue_line("markers", "comfy: needs a real ComfyUI worker (seedreuse_lab)")
     if not config.pluginmanager.has_plugin("seedreuse-root-dir"):
         config.pluginmanager.register(_RepoRootIsNotATestPackage(), "seedreuse-root-dir")
 

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from harness import graphs, host
+from seedreuse_lab import graphs, host
 from test_examples import API_DIR, for_test_host
 
 pytestmark = pytest.mark.comfy
@@ -92,7 +92,7 @@ def test_client_stops_when_the_dry_run_predicts_failure(worker, workflow):
 
 
 def test_client_reports_an_unreachable_server(workflow):
-    from harness.worker import free_port
+    from seedreuse_lab.worker import free_port
     proc = subprocess.run([sys.executable, str(CLIENT), "--server", f"http://127.0.0.1:{free_port()}",
                            "--workflow", str(workflow)], capture_output=True, text=True, timeout=60)
     assert proc.returncode == 3 and "cannot reach" in proc.stdout

@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from harness import graphs
-from harness.graphs import I2V, T2V
-from harness.reuse_graphs import i2v_reuse, t2v_reuse
+from seedreuse_lab import graphs
+from seedreuse_lab.graphs import I2V, T2V
+from seedreuse_lab.reuse_graphs import i2v_reuse, t2v_reuse
 
 pytestmark = pytest.mark.comfy
 
@@ -19,7 +19,7 @@ def video_digest(worker, res, node_id=T2V.SAVE) -> str:
     assert files, f"no output files from node {node_id}: {res.outputs}"
     f = files[0]
     path = Path(worker.output_dir) / f.get("subfolder", "") / f["filename"]
-    from reuse_backend import video
+    from reuse_backend.media import video
     return hashlib.sha256(video.decode_frames(str(path)).tobytes()).hexdigest()
 
 
@@ -67,7 +67,7 @@ def test_changes_miss_in_auto_and_fail_in_require(comfy_workers, private_models_
     ev = slot_events(r)["positive"]
     assert ev["action"] == "encoded" and "value:text" in ev["reason"]
     # 2. encoder model file replaced in place (same name, new content)
-    from harness import tiny_models as tm
+    from seedreuse_lab import tiny_models as tm
     enc = private_models_dir / "text_encoders" / tm.TEXT_ENCODER
     data = enc.read_bytes()
     enc.unlink()  # it is a symlink into the shared model cache: replace, never write through
@@ -145,13 +145,13 @@ def test_two_prompts_racing_on_one_cache(comfy_workers):
     assert h.wait(timeout=120).status == "success"
     m = manifest(comfy_workers.cache_root, "default")
     assert m["slots"]["positive"]["key"]["fields"]["value:text"] == "writer a"
-    from reuse_backend.check import check
+    from reuse_backend.store.check import check
     assert check(comfy_workers.cache_root, "default") == []
 
 
 @pytest.mark.parametrize("bad", ["../escape", "/etc", "", "a/b", "..", "name%2F..", "x" * 65])
 def test_bad_cache_names_refused_at_validation(comfy_worker, bad):
-    from harness.worker import PromptRejected
+    from seedreuse_lab.worker import PromptRejected
     with pytest.raises(PromptRejected) as ei:
         comfy_worker.queue(t2v_reuse(seed=1, cache_name=bad))
     assert "cache name" in json.dumps(ei.value.body).lower()

@@ -9,7 +9,7 @@
   for the model files; queued behind a slow prompt and removed before it executes);
 - the Wan 2.1 examples run end to end (tiny models, stand-in encoders), and a seed change then
   reuses every encoder output;
-- docs/NODES.md equals what scripts/gen_node_reference.py renders from the worker's /object_info.
+- docs/NODES.md equals what seedreuse_lab/gen_node_reference.py renders from the worker's /object_info.
 """
 from __future__ import annotations
 
@@ -26,9 +26,9 @@ from pathlib import Path
 
 import pytest
 
-from harness import graphs, host
-from harness import tiny_models as tm
-from harness.worker import PromptRejected
+from seedreuse_lab import graphs, host
+from seedreuse_lab import tiny_models as tm
+from seedreuse_lab.worker import PromptRejected
 
 pytestmark = pytest.mark.comfy
 
@@ -505,10 +505,8 @@ def test_wan21_segment_example_runs_and_resumes(worker, object_info):
 # ====================================================================== node reference
 
 def _gen_module():
-    spec = importlib.util.spec_from_file_location("gen_node_reference", REPO / "scripts" / "gen_node_reference.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    from seedreuse_lab import gen_node_reference
+    return gen_node_reference
 
 
 def test_node_reference_is_up_to_date(object_info):
@@ -519,7 +517,7 @@ def test_node_reference_is_up_to_date(object_info):
         import difflib
         diff = "".join(difflib.unified_diff(have.splitlines(True), want.splitlines(True), "docs/NODES.md",
                                             "generated", n=1))
-        pytest.fail("docs/NODES.md is out of date; regenerate it with `python scripts/gen_node_reference.py`\n"
+        pytest.fail("docs/NODES.md is out of date; regenerate it with `python -m seedreuse_lab.gen_node_reference`\n"
                     + diff[:6000], pytrace=False)
     for nid in gen.pack_nodes(object_info):
         assert f"`{nid}`" in have

@@ -4,9 +4,9 @@ from __future__ import annotations
 import av
 import pytest
 
-from harness import graphs
-from harness.graphs import AUDIO, I2V, T2V
-from harness.worker import PromptRejected
+from seedreuse_lab import graphs
+from seedreuse_lab.graphs import AUDIO, I2V, T2V
+from seedreuse_lab.worker import PromptRejected
 
 pytestmark = pytest.mark.comfy
 

@@ -21,11 +21,11 @@ import uuid
 
 import pytest
 
-from harness import graphs
-from harness import tiny_models as tm
-from harness.graphs import I2V, T2V
-from harness.reuse_graphs import SEG, i2v_reuse, segment_graph, t2v_reuse
-from harness.worker import default_custom_nodes
+from seedreuse_lab import graphs
+from seedreuse_lab import tiny_models as tm
+from seedreuse_lab.graphs import I2V, T2V
+from seedreuse_lab.reuse_graphs import SEG, i2v_reuse, segment_graph, t2v_reuse
+from seedreuse_lab.worker import default_custom_nodes
 
 pytestmark = pytest.mark.comfy
 
@@ -392,7 +392,7 @@ def test_traversal_attempts_are_refused_and_read_nothing_outside(w, env, booby_t
         bodies.append(json.dumps(s).encode())
         assert s["will"] == "fail" and s["valid"] is False, (bad, s)
     # ... and execution refuses the same names at validation (POST /prompt -> 400)
-    from harness.worker import PromptRejected
+    from seedreuse_lab.worker import PromptRejected
     p = t2v_reuse(seed=1, prompt_text="traversal", **SMALL)
     p["100"]["inputs"]["cache_name"] = "../x"
     with pytest.raises(PromptRejected) as ei:

@@ -9,9 +9,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from harness import graphs
-from harness.reuse_graphs import SEG, segment_graph
-from reuse_backend import segments, video
+from seedreuse_lab import graphs
+from seedreuse_lab.reuse_graphs import SEG, segment_graph
+from reuse_backend.media import segments
+from reuse_backend.media import video
 
 pytestmark = pytest.mark.comfy
 F, M, S = 9, 3, 4

@@ -9,12 +9,22 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import sys
 import threading
+from pathlib import Path
 
 import torch
 
-from reuse_backend import fsops
+from reuse_backend.storage import fsops
 from reuse_backend.store import Cache, RunInfo
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+
+
+def writer_proc(*args) -> list[str]:
+    """Command line of tests/backend/writer_proc.py (run it with cwd=REPO_ROOT)."""
+    return [sys.executable, "-m", "tests.backend.writer_proc", *map(str, args)]
+
 
 SLOTS = ("text", "image")
 BOUNDARIES = (0, 1, 2)

@@ -1,8 +1,8 @@
 import pytest
 import torch
 
-from reuse_backend import segments
-from reuse_backend.audio_features import slice_features
+from reuse_backend.media import segments
+from reuse_backend.media.audio_features import slice_features
 from reuse_backend.errors import InvalidRequestError
 
 

@@ -5,12 +5,12 @@ import os
 import time
 
 import pytest
-from storehelp import cache_marker, entries, write_version
+from tests.backend.storehelp import cache_marker, entries, write_version
 
-from reuse_backend import manifest as mf
-from reuse_backend.check import check
+from reuse_backend.store import manifest as mf
+from reuse_backend.store.check import check
 from reuse_backend.errors import CorruptCacheError
-from reuse_backend.lock import pid_namespace
+from reuse_backend.store.lock import pid_namespace
 from reuse_backend.store import Cache
 
 SLOT = "slot_text.safetensors"

@@ -9,10 +9,10 @@ import sys
 import time
 import traceback
 
-from storehelp import OpHook, cache_marker, entries, snapshot_marker, write_version
+from tests.backend.storehelp import OpHook, cache_marker, entries, snapshot_marker, write_version
 
 from reuse_backend.errors import CacheBusyError
-from reuse_backend.lock import pid_namespace
+from reuse_backend.store.lock import pid_namespace
 from reuse_backend.store import Cache, RunInfo
 
 CTX = multiprocessing.get_context("fork")
@@ -109,7 +109,7 @@ def test_racing_breakers_of_a_dead_lock(tmp_path):
 
 def _widen_commit_window(op, path):
     """Sleep between current -> .old and .tmp -> current so readers hit the window often."""
-    if op == "rename" and os.path.basename(path) == "a.tmp":
+    if op == "rename" and os.path.basename(os.path.dirname(path)) == "a.tmp":   # staging -> current
         time.sleep(0.02)
 
 

@@ -19,9 +19,9 @@ import subprocess
 import sys
 
 import pytest
-from storehelp import OpHook, cache_state, entries, normalized, write_version
+from tests.backend.storehelp import REPO_ROOT, OpHook, cache_state, entries, normalized, write_version, writer_proc
 
-from reuse_backend.check import check
+from reuse_backend.store.check import check
 from reuse_backend.store import Cache
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -67,8 +67,7 @@ def _dry_run_count(tmp_path, template, marker) -> int:
         shutil.copytree(template, root)
     else:
         root.mkdir()
-    out = subprocess.run([sys.executable, os.path.join(HERE, "writer_proc.py"), "count", str(root),
-                          "a", str(marker)], capture_output=True, text=True, timeout=120, check=False)
+    out = subprocess.run(writer_proc("count", root, "a", marker), cwd=REPO_ROOT, capture_output=True, text=True, timeout=120, check=False)
     assert out.returncode == 0, out.stderr
     k = int(out.stdout.split()[-1])
     # the forked writers must see the same operation sequence as a fresh interpreter

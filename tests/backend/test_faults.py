@@ -11,7 +11,7 @@ import os
 import shutil
 
 import pytest
-from storehelp import (
+from tests.backend.storehelp import (
     OpHook,
     cache_marker,
     cache_state,
@@ -20,7 +20,7 @@ from storehelp import (
     write_version,
 )
 
-from reuse_backend.check import check
+from reuse_backend.store.check import check
 from reuse_backend.errors import ReuseError
 from reuse_backend.store import Cache
 
@@ -80,7 +80,7 @@ def test_commit_failure_between_renames_restores_previous(tmp_path):
     write_version(cache, 1)
 
     def fail_second_rename(op, path):
-        if op == "rename" and os.path.basename(path) == "a.tmp":
+        if op == "rename" and os.path.basename(os.path.dirname(path)) == "a.tmp":   # staging -> current
             raise OSError(errno.EIO, "injected", path)
 
     with OpHook(1, fail_second_rename, persistent=True), pytest.raises(OSError):

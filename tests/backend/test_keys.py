@@ -5,10 +5,10 @@ import sys
 
 import pytest
 
-from reuse_backend import graph_key
+from reuse_backend.keys import graph_key
 from reuse_backend.errors import KeyMismatchError, NoCommittedCacheError
-from reuse_backend.key import ReuseKey, diff, ensure_match
-from reuse_backend.slots import decide_slot
+from reuse_backend.keys.key import ReuseKey, diff, ensure_match
+from reuse_backend.keys.slots import decide_slot
 
 
 def t2v_prompt(text="a cat", clip_name="umt5.safetensors", seed=1, steps=2):
@@ -65,7 +65,7 @@ def test_resolver_adds_content_identity_and_changes_the_key():
 
 def test_digest_is_stable_across_processes():
     key = ReuseKey.build("slot", fields_of(t2v_prompt()))
-    code = ("import json,sys; from reuse_backend.key import ReuseKey; "
+    code = ("import json,sys; from reuse_backend.keys.key import ReuseKey; "
             "print(ReuseKey.build('slot', json.loads(sys.stdin.read())).digest)")
     out = subprocess.run([sys.executable, "-c", code], input=json.dumps(key.fields), capture_output=True,
                          text=True, check=True, env={"PYTHONHASHSEED": "123", "PYTHONPATH": "."})

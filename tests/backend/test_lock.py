@@ -10,11 +10,11 @@ import time
 
 import pytest
 import torch
-from storehelp import OpHook, cache_marker, entries, write_version
+from tests.backend.storehelp import REPO_ROOT, OpHook, cache_marker, entries, write_version, writer_proc
 
-from reuse_backend import lock as lk
+from reuse_backend.store import lock as lk
 from reuse_backend.errors import CacheBusyError, TransactionError
-from reuse_backend.lock import WriterLock
+from reuse_backend.store.lock import WriterLock
 from reuse_backend.store import Cache
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -70,8 +70,7 @@ def test_reused_pid_is_broken(tmp_path):
 def test_sigkilled_holder_subprocess(tmp_path):
     cache = Cache(tmp_path, "c")
     write_version(cache, 1)
-    p = subprocess.Popen([sys.executable, os.path.join(HERE, "writer_proc.py"), "hold",
-                          str(tmp_path), "c", "holder-run"], stdout=subprocess.PIPE, text=True)
+    p = subprocess.Popen(writer_proc("hold", tmp_path, "c", "holder-run"), cwd=REPO_ROOT, stdout=subprocess.PIPE, text=True)
     try:
         assert p.stdout.readline().strip() == "held"
         with pytest.raises(CacheBusyError) as ei:
@@ -207,7 +206,7 @@ def test_filesystem_without_stable_inodes_is_refused_clearly(tmp_path, monkeypat
     root is refused at acquire with the reason (never a run that later 'loses' its lock)."""
     import os as _os
 
-    from reuse_backend import lock as lockmod
+    from reuse_backend.store import lock as lockmod
     from reuse_backend.errors import UnsupportedFilesystemError
 
     real = lockmod.read_lock

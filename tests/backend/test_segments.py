@@ -7,7 +7,7 @@ from fractions import Fraction
 
 import pytest
 
-from reuse_backend import segments as seg
+from reuse_backend.media import segments as seg
 from reuse_backend.errors import InvalidRequestError, ReuseError
 
 
@@ -94,7 +94,7 @@ def test_segment_seed_is_stable():
     with pytest.raises(InvalidRequestError):
         seg.segment_seed(2**64, 1)
     # another process with another hash seed computes the same values
-    code = "from reuse_backend.segments import segment_seed as s; print(s(42, 1), s(7, 9))"
+    code = "from reuse_backend.media.segments import segment_seed as s; print(s(42, 1), s(7, 9))"
     env = dict(os.environ, PYTHONHASHSEED="12345")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          env=env, check=True, cwd=os.path.dirname(os.path.dirname(

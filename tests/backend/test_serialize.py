@@ -8,7 +8,9 @@ import numpy as np
 import pytest
 import torch
 
-from reuse_backend import serialize, tensorfile
+from reuse_backend.storage import serialize
+
+from reuse_backend.storage import tensorfile
 from reuse_backend.errors import CorruptCacheError, UnsupportedValueError
 
 
@@ -317,7 +319,7 @@ def test_validate_only_accepts_unregistered_adapter_objects(tmp_path):
     being rebuilt; normal loading still refuses the unknown class."""
     import io as _io
 
-    from reuse_backend import serialize as ser
+    from reuse_backend.storage import serialize as ser
     from reuse_backend.errors import CorruptCacheError
 
     class HostOutput:

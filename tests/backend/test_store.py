@@ -5,7 +5,7 @@ import os
 
 import pytest
 import torch
-from storehelp import (
+from tests.backend.storehelp import (
     BOUNDARIES,
     SLOTS,
     boundary_value,
@@ -16,9 +16,9 @@ from storehelp import (
     write_version,
 )
 
-from reuse_backend import manifest as mf
-from reuse_backend import roots
-from reuse_backend.__main__ import main as cli
+from reuse_backend.store import manifest as mf
+from reuse_backend.store import roots
+from reuse_backend.cli import main as cli
 from reuse_backend.errors import (
     CacheBusyError,
     InvalidCacheNameError,
@@ -59,8 +59,9 @@ def test_discard_keeps_previous_and_cleans_up(tmp_path):
     tx = cache.begin(RunInfo(run_id="b"))
     assert tx.base.version == v1
     tx.stage_slot("text", slot_value(2, "text"), key={}, meta={})
-    assert (tmp_path / "a.tmp" / "slot_text.safetensors").exists()
-    assert json.loads((tmp_path / "a.tmp" / "STAGING.json").read_text())["run_id"] == "b"
+    assert tx.staging.parent == tmp_path / "a.tmp"          # <name>.tmp/<staging id>/
+    assert (tx.staging / "slot_text.safetensors").exists()
+    assert json.loads((tx.staging / "STAGING.json").read_text())["run_id"] == "b"
     tx.discard()
     assert entries(tmp_path) == ["a"]
     assert cache_marker(cache) == 1
@@ -118,7 +119,7 @@ def test_carry_hard_links(tmp_path):
         tx.carry_boundary(i)
     tx.carry_file("result.mp4")
     tx.set_section("segments", {"marker": 1})
-    staged = tmp_path / "a.tmp" / "slot_text.safetensors"
+    staged = tx.staging / "slot_text.safetensors"
     assert os.stat(staged).st_ino == before["slot_text.safetensors"]
     assert os.stat(staged).st_nlink == 2
     v2 = tx.commit()

@@ -7,7 +7,7 @@ import pytest
 import safetensors.torch
 import torch
 
-from reuse_backend import tensorfile
+from reuse_backend.storage import tensorfile
 from reuse_backend.errors import CorruptCacheError, UnsupportedValueError
 
 

@@ -13,9 +13,9 @@ import numpy as np
 import pytest
 import torch
 
-from reuse_backend import segments as seg
-from reuse_backend import video
-from reuse_backend.bench_merge import bench_merge, prefix_psnr, psnr, synthetic_frames
+from reuse_backend.media import segments as seg
+from reuse_backend.media import video
+from seedreuse_lab.bench_merge import bench_merge, reencode_merge, prefix_psnr, psnr, synthetic_frames
 from reuse_backend.errors import InvalidRequestError, PreviousResultError
 
 F, M, S, W, H, FPS = 9, 3, 4, 64, 48, 25
@@ -103,7 +103,7 @@ def test_reference_synthetic_merge(tmp_path, old_layout, caplog):
     suffix = synthetic_frames(4, 9, W, H, variant=2)
     new = str(tmp_path / "new.mp4")
     if old_layout == "reencode_merge":
-        rep = video.reencode_merge(new, prefix_source=old, prefix_frames=4,
+        rep = reencode_merge(new, prefix_source=old, prefix_frames=4,
                                    suffix_frames_or_chunks=suffix, audio=("copy", old), fps=FPS)
     else:
         chunk = video.write_chunk(tmp_path / "s.mp4", suffix, FPS).path
@@ -183,7 +183,7 @@ def test_chained_reuse_stays_exact_while_reencode_drifts(full_run, tmp_path):
         rep = video.merge(out_c, chunks=suffix, prefix_source=prev_c, prefix_frames=P,
                           audio=("copy", prev_c), fps=FPS)
         assert rep.prefix_mode == "stream-copy"
-        video.reencode_merge(out_r, prefix_source=prev_r, prefix_frames=P,
+        reencode_merge(out_r, prefix_source=prev_r, prefix_frames=P,
                              suffix_frames_or_chunks=suffix, audio=("copy", prev_r), fps=FPS)
         prev_c, prev_r = out_c, out_r
         drift.append(prefix_psnr(first, out_r, P))
@@ -270,7 +270,7 @@ def test_stream_copy_merge_memory_does_not_grow_with_length(tmp_path):
                           preset="ultrafast").path
     script = textwrap.dedent(f"""
         import sys
-        from reuse_backend import video
+        from reuse_backend.media import video
         n = int(sys.argv[1]); d = {str(tmp_path)!r}
         video.merge(d + f"/p{{n}}.mp4", chunks=[{c!r}] * n, fps=25)
         rep = video.merge(d + f"/r{{n}}.mp4", chunks=[{c!r}], prefix_source=d + f"/p{{n}}.mp4",

@@ -1,4 +1,5 @@
-"""Subprocess helper of the crash/lock tests (run as a script with the repo's python).
+"""Subprocess helper of the crash/lock tests (``python -m tests.backend.writer_proc`` from the
+repository root; see REPO_ENV in storehelp).
 
   writer_proc.py count ROOT NAME MARKER   write a version, print the number of fs operations
   writer_proc.py kill ROOT NAME MARKER K  write a version, SIGKILL itself before fs op K
@@ -9,10 +10,7 @@ import signal
 import sys
 import time
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path[:0] = [HERE, os.path.dirname(os.path.dirname(HERE))]
-
-from storehelp import OpHook, write_version
+from tests.backend.storehelp import OpHook, write_version
 
 from reuse_backend.store import Cache
 

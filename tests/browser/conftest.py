@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from harness import host
+from seedreuse_lab import host
 
 CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
                  "--disable-background-networking", "--disable-component-update", "--disable-sync",

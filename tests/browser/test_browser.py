@@ -1,16 +1,21 @@
 """Real browser test of the SeedReuse frontend extension (web/seedreuse.js).
 
-A real ComfyUI worker (tests/harness) serves the ComfyUI frontend and the pack; Debian's
+A real ComfyUI worker (seedreuse_lab) serves the ComfyUI frontend and the pack; Debian's
 Chromium, driven by Playwright, opens it and:
 
 1. checks that seedreuse.js loads as "seedreuse.ui" exactly once (a second import of the module
-   is refused by the double-registration guard) and logs nothing of its own to the console;
+   is refused by the double-registration guard; the modules under web/seedreuse/, which ComfyUI
+   also imports as extension entries, register nothing), loads its stylesheet, installs no
+   setInterval and logs nothing of its own to the console;
 2. loads a tiny Wan 2.1 T2V reuse workflow, reads the badge of its Encode-or-Reuse node
    ("will encode (why)" from the dry run), queues it, sees "encoded", changes the seed, sees
    "will reuse", queues again and sees "reused · saved ...";
 3. queues a request that must fail with a SeedReuse error and sees the error toast (with "fix:");
 4. loads a Segment Loop workflow, runs it once, clicks a block of the segment timeline and reads
-   reuse_prefix_segments back from the SeedReuse Session widget, then resumes from it.
+   reuse_prefix_segments back from the SeedReuse Session widget, then resumes from it;
+5. edits a graph without SeedReuse nodes and sees that the extension does no work at all (no
+   POST /seedreuse/check, no graph signature), and that the badges show the structured
+   error fields (message, fix) of the dry run and of a refused /seedreuse/check.
 
 The badges are drawn on the canvas, so the test reads what they say from the extension's
 registry (window.__seedreuse.badge(id)); the timeline is real DOM and is clicked as such.
@@ -24,19 +29,31 @@ import uuid
 
 import pytest
 
-from harness import graphs, host, reuse_graphs
-from harness.graphs import T2V
+from seedreuse_lab import graphs, host, reuse_graphs
+from seedreuse_lab.graphs import T2V
 
 pytestmark = [pytest.mark.comfy, pytest.mark.browser]
 
 EXT_FILE = "seedreuse.js"
+EXT_BASE = f"/extensions/{host.PACK_LINK_NAME}/"   # every module of the extension is served under it
 NEEDED_NODES = ("SeedReuseSession", "SeedReuseEncodeConditioning", "SeedReuseSegmentLoopStart",
                 "SeedReuseBoundarySave", "SeedReuseSegmentLoopEnd", "SeedReusePrefixMerge")
 APP = "window.comfyAPI.app.app"
 
+# Installed before any page script runs: records the caller of every setInterval, so a test can
+# check that the extension (event-driven only) installed none.
+INTERVAL_SPY = """(() => {
+  const original = window.setInterval;
+  window.__intervalCallers = [];
+  window.setInterval = function (...args) {
+    window.__intervalCallers.push(String(new Error().stack || ""));
+    return original.apply(this, args);
+  };
+})();"""
+
 
 # ------------------------------------------------------------------ graphs (API format)
-# The shared builders of tests/harness/reuse_graphs.py (tiny Wan 2.1 models, stand-in encoders):
+# The shared builders of seedreuse_lab/reuse_graphs.py (tiny Wan 2.1 models, stand-in encoders):
 #   t2v_reuse: the positive conditioning (and the zero-out negative built from it) goes through
 #              Encode-or-Reuse node "101"; the session is node "100";
 #   segment_graph: Wan I2V continuation in a Segment Loop (F=9, M=3, 27 frames = 4 segments),
@@ -45,6 +62,12 @@ ENC = "101"
 SESSION = reuse_graphs.SESSION
 SEG = reuse_graphs.SEG
 SEG_IMAGE = "seedreuse_browser_start.png"
+
+
+def _short(text: str, n: int) -> str:
+    """What the extension draws of a text: its first line, cut to n characters."""
+    text = str(text or "").split("\n")[0]
+    return text[:n - 1] + "…" if len(text) > n else text
 
 
 # ------------------------------------------------------------------ page driver
@@ -56,13 +79,24 @@ class UI:
         self.worker = worker
         self.console: list[dict] = []
         self.ctx = browser.new_context(viewport={"width": 1600, "height": 1000})
+        self.ctx.add_init_script(INTERVAL_SPY)
+        self.checks: list[str] = []   # bodies of every POST /seedreuse/check the page sent
         # Nothing outside the worker is reachable (and nothing outside it is needed).
         self.ctx.route("**/*", lambda route: route.continue_() if route.request.url.startswith(worker.url)
                        or route.request.url.startswith("data:") else route.abort())
         self.page = self.ctx.new_page()
         self.page.on("console", self._on_console)
+        self.page.on("request", self._on_request)
         self.page.on("pageerror", lambda e: self.console.append(
             {"type": "pageerror", "text": f"{e}\n{getattr(e, 'stack', '') or ''}", "url": ""}))
+
+    def _on_request(self, req):
+        if req.method == "POST" and req.url.split("?")[0].endswith("/seedreuse/check"):
+            self.checks.append(req.post_data or "")
+
+    def our_intervals(self) -> list[str]:
+        """Stacks of setInterval calls made from the extension's modules."""
+        return [s for s in self.js("() => window.__intervalCallers") if EXT_BASE in s]
 
     def _on_console(self, m):
         loc = m.location or {}
@@ -81,9 +115,9 @@ class UI:
         return self.page.evaluate(expr, arg)
 
     def ours(self) -> list[dict]:
-        """Console errors/warnings that come from the pack's extension: logged by seedreuse.js,
-        a failing /seedreuse/ request, an uncaught exception thrown in seedreuse.js, or a
-        seedreuse.* websocket event nobody listens to. (Host errors whose stack merely passes
+        """Console errors/warnings that come from the pack's extension: logged by one of its
+        modules, a failing /seedreuse/ request, an uncaught exception thrown in one of its
+        modules, or a seedreuse.* websocket event nobody listens to. (Host errors whose stack merely passes
         through one of our chained wrappers are the host's.)"""
         bad = []
         for m in self.console:
@@ -91,8 +125,8 @@ class UI:
                 continue
             text, url = m["text"], m["url"]
             first_frame = next((ln for ln in text.splitlines() if ln.strip().startswith("at ")), "")
-            if (EXT_FILE in url or "/seedreuse/" in url or "[seedreuse]" in text
-                    or (m["type"] == "pageerror" and EXT_FILE in first_frame)
+            if (EXT_BASE in url or "/seedreuse/" in url or "[seedreuse]" in text
+                    or (m["type"] == "pageerror" and EXT_BASE in first_frame)
                     or ("Unhandled message" in text and "seedreuse." in text)):
                 bad.append(m)
         return bad
@@ -198,6 +232,21 @@ def test_extension_loads_once_without_console_errors(ui):
                  "typeof window.__seedreuse.clickSegment === 'function'")
     css = ui.js("() => !!document.getElementById('seedreuse-style')")
     assert css
+    # the styles are one stylesheet (a <link> to seedreuse.css) whose palette the canvas reads
+    href = ui.js("() => document.getElementById('seedreuse-style').href")
+    assert href.split("?")[0].endswith(EXT_BASE + "seedreuse.css"), href
+    ui.wait_js("() => getComputedStyle(document.documentElement).getPropertyValue('--seedreuse-fail-bg').trim() "
+               "!== ''", None, 10, "the palette of seedreuse.css")
+    # ComfyUI imports every .js under web/ as an extension entry: the modules register nothing
+    # of their own (checked above) and none of them uses setInterval (the extension is event-driven)
+    served = ui.js("async () => (await fetch('/extensions', {cache: 'no-store'})).json()")
+    modules = sorted(u for u in served if u.startswith(EXT_BASE))
+    assert EXT_BASE + EXT_FILE in modules and len(modules) > 1, modules
+    for url in modules:
+        src = ui.js("async (u) => (await fetch(u)).text()", url)
+        assert "setInterval" not in src, url
+    assert ui.js("() => String(window.setInterval).includes('__intervalCallers')"), "the setInterval spy"
+    assert ui.our_intervals() == [], ui.our_intervals()
     assert ui.js("() => window.__seedreuse.errors") == []
     assert ui.ours() == [], ui.ours()
 
@@ -241,18 +290,30 @@ def test_badges_encode_then_reuse_and_error_toast(ui, ready_worker, artifacts_di
     ui.set_widget(sess, "reuse", "require")
     text = ui.wait_badge(enc, "t.startsWith('will fail')")
     assert "no successful run" in text, text
+    # the badge shows the dry run's structured error: its message, and its fix as a second line
+    err = ui.js("(id) => window.__seedreuse.lastCheck.answer.nodes[id].error", enc)
+    assert err["type"] == "NoCommittedCacheError" and err["code"] == "no_committed_cache" and err["fix"], err
+    info = ui.js("(id) => window.__seedreuse.badgeInfo(id)", enc)
+    assert info["text"] == f"will fail ({_short(err['message'], 60)})", (info, err)
+    assert info["lines"][:2] == [info["text"], f"fix: {err['fix']}"], info
+    assert info["error"]["fix"] == err["fix"] and info["tone"] == "fail", info
     n_toasts = ui.js("() => window.__seedreuse.toasts.length")
     ui.queue()
     ui.wait_js(f"() => window.__seedreuse.toasts.length > {n_toasts}", None, 60, "an error toast")
     toast = ui.js("() => window.__seedreuse.toasts[window.__seedreuse.toasts.length - 1]")
     assert "NoCommittedCacheError" in toast["summary"], toast
     assert "fix:" in toast["detail"], toast
+    # the toast is made from the structured error the execution_error message carries
+    structured = (ui.js("() => window.__seedreuse.lastExecutionError") or {}).get("seedreuse") or {}
+    assert structured.get("type") == "NoCommittedCacheError" and structured.get("fix"), structured
+    assert structured["message"] in toast["detail"] and f"fix: {structured['fix']}" in toast["detail"], toast
     # the host's toast component shows it (PrimeVue), not a blocking dialog of ours
     ui.page.wait_for_selector("text=NoCommittedCacheError", timeout=10_000)
     ui.screenshot(artifacts_dir / "browser_error_toast.png")
 
     assert ui.js("() => window.__seedreuse.errors") == []
     assert ui.ours() == [], ui.ours()
+    assert ui.our_intervals() == [], ui.our_intervals()
     assert elapsed < 120
 
 
@@ -313,6 +374,59 @@ def test_segment_timeline_click_sets_session_prefix(ui, ready_worker, artifacts_
 
     assert ui.js("() => window.__seedreuse.errors") == []
     assert ui.ours() == [], ui.ours()
+    assert ui.our_intervals() == [], ui.our_intervals()
+
+
+def test_no_work_without_seedreuse_nodes_and_structured_check_error(ui):
+    # a graph without SeedReuse nodes: edits of every kind the extension listens to cause no
+    # dry run, no graph signature, no work at all
+    plain = graphs.wan_t2v_graph(seed=3)   # with the core text encoder instead of the (SeedReuseTest*) stand-in
+    plain[T2V.TEXT_LOADER] = {"class_type": "CLIPLoader",
+                              "inputs": {"clip_name": "umt5_xxl.safetensors", "type": "wan", "device": "default"}}
+    plain[T2V.POS] = {"class_type": "CLIPTextEncode", "inputs": {"clip": graphs.link(T2V.TEXT_LOADER), "text": "x"}}
+    ui.load_api(plain, "seedreuse_browser_plain")
+    assert ui.js(f"() => {APP}.graph.nodes.length > 3 && "
+                 f"!{APP}.graph.nodes.some((n) => String(n.type).startsWith('SeedReuse'))")
+    ui.page.wait_for_timeout(500)
+    work0 = ui.js("() => ({ ...window.__seedreuse.work })")
+    checks0 = len(ui.checks)
+    ui.set_widget(T2V.SAMPLER, "seed", 777)                        # widget callback
+    ui.js(f"""() => {{
+        const g = {APP}.graph, n = window.LiteGraph.createNode("EmptyLatentImage");
+        n.pos = [50, 50]; g.add(n);                                   // nodeCreated, graph change
+        window.comfyAPI.api.api.dispatchCustomEvent("graphChanged", {{}});
+        {APP}.extensionManager.workflow.activeWorkflow?.changeTracker?.checkState();
+        window.dispatchEvent(new MouseEvent("mouseup"));              // the change tracker's trigger
+    }}""")
+    ui.page.wait_for_timeout(2500)                                    # > the 1.5 s debounce
+    assert ui.checks[checks0:] == [], ui.checks[checks0:]
+    assert ui.js("() => ({ ...window.__seedreuse.work })") == work0
+    assert ui.js("() => window.__seedreuse.badges") == {}
+
+    # the same page with a SeedReuse graph does check (so the requests above were observable)
+    ui.load_api(reuse_graphs.t2v_reuse(11, "a red ball", cache_name="browser_plain_" + uuid.uuid4().hex[:8]),
+                "seedreuse_browser_t2v_check")
+    ui.wait_badge(ENC, "t.startsWith('will encode')")
+    assert len(ui.checks) > checks0 and '"SeedReuseEncodeConditioning"' in ui.checks[-1]
+    assert ui.js("() => window.__seedreuse.errors") == []
+    assert ui.ours() == [], ui.ours()
+
+    # a refused /seedreuse/check ({"error": {...}}, as nodes/routes.py answers): the badge shows
+    # the error's fields as given
+    fix = "do what the structured fix says"
+    error = {"code": "invalid_request", "type": "InvalidRequestError", "message": "refused by the browser test",
+             "expected": "an API prompt", "actual": "a test", "fix": fix, "details": {}}
+    ui.page.route("**/seedreuse/check", lambda route: route.fulfill(
+        status=400, content_type="application/json", body=json.dumps({"error": error})))
+    ui.js("() => window.__seedreuse.checkNow()")
+    info = ui.js("(id) => window.__seedreuse.badgeInfo(id)", ENC)
+    assert info["text"] == "check failed (InvalidRequestError: refused by the browser test)", info
+    assert info["lines"][:2] == [info["text"], f"fix: {fix}"] and info["error"]["code"] == "invalid_request", info
+    ui.page.unroute("**/seedreuse/check")
+    ui.js("() => window.__seedreuse.checkNow()")
+    assert ui.badge(ENC).startswith("will encode"), ui.badge(ENC)
+    assert ui.js("() => window.__seedreuse.errors") == []
+    assert ui.our_intervals() == [], ui.our_intervals()
 
 
 def _example_workflows():

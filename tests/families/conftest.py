@@ -1,6 +1,6 @@
 """Fixtures of the support-matrix tests: one pair of real ComfyUI workers for the whole package.
 
-The family models (tests/harness/family_models.py) are generated once per generator version
+The family models (seedreuse_lab/family_models.py) are generated once per generator version
 (~2.2 GB: the Wan 2.2 VAE and Qwen-Image have host-fixed widths) and the two workers A and B
 are started once and shared by every family test (each test uses its own cache names), so the
 package pays one startup. Tests reset the stand-in counters at their start and free the
@@ -12,8 +12,8 @@ import sys
 
 import pytest
 
-from harness import family_models
-from harness.worker import WorkerGroup
+from seedreuse_lab import family_models
+from seedreuse_lab.worker import WorkerGroup
 
 
 @pytest.fixture(scope="package")

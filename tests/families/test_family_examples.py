@@ -1,10 +1,10 @@
 """The support-matrix example workflows are the tested graphs, up to date with the host's schemas.
 
-tests/harness/make_family_examples.py builds each example from the graph its family test runs
+seedreuse_lab/tools/make_family_examples.py builds each example from the graph its family test runs
 (stand-ins swapped for the stock nodes). This rebuilds them from the live worker's
 /object_info (with the pack loaded) and compares with example_workflows/ and its api/ twins,
 so a change to a tested graph or to a node schema shows up here. Regenerate with
-``python tests/harness/make_family_examples.py http://127.0.0.1:PORT`` (a worker with the pack).
+``python -m seedreuse_lab.tools.make_family_examples http://127.0.0.1:PORT`` (a worker with the pack).
 tests/test_examples.py validates all examples (format, UI/API agreement, host validation)."""
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ import json
 
 import pytest
 
-from harness import make_family_examples as mfe
+from seedreuse_lab.tools import make_family_examples as mfe
 
 pytestmark = pytest.mark.comfy
 
@@ -29,7 +29,7 @@ def test_family_examples_are_up_to_date(family_workers):
         if not (mfe.OUT / f"{name}.jpg").is_file():
             stale.append(f"example_workflows/{name}.jpg (missing)")
     assert not stale, ("example workflows out of date (regenerate with "
-                       "`python tests/harness/make_family_examples.py <worker url>`): " + ", ".join(stale))
+                       "`python -m seedreuse_lab.tools.make_family_examples <worker url>`): " + ", ".join(stale))
 
 
 def test_family_examples_use_stock_nodes_only():

@@ -28,9 +28,9 @@ import numpy as np
 import pytest
 import torch
 
-from harness import graphs
-from harness.family_graphs import IT, infinitetalk_clip, infinitetalk_segments
-from reuse_backend import video
+from seedreuse_lab import graphs
+from seedreuse_lab.family_graphs import IT, infinitetalk_clip, infinitetalk_segments
+from reuse_backend.media import video
 from reuse_backend.store import Cache
 
 from ._common import executed_display, manifest, nonzero, slot_events, ui_of

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from harness import graphs
-from harness.family_graphs import QEDIT, QT2I, qwen_edit, qwen_t2i
+from seedreuse_lab import graphs
+from seedreuse_lab.family_graphs import QEDIT, QT2I, qwen_edit, qwen_t2i
 
 from ._common import manifest, nonzero, slot_events
 

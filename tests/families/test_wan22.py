@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from harness import graphs
-from harness.family_graphs import TI2V, W22, wan22_ti2v, wan22_two_expert
+from seedreuse_lab import graphs
+from seedreuse_lab.family_graphs import TI2V, W22, wan22_ti2v, wan22_two_expert
 
 from ._common import executed_display, manifest, nonzero, slot_events
 

@@ -29,7 +29,7 @@ def main(argv=None) -> int:
     ap.add_argument("--keep", action="store_true", help="keep the base dir (workers, cache, logs)")
     ap.add_argument("--quiet", action="store_true")
     a = ap.parse_args(argv)
-    from harness import tiny_models as tm
+    from seedreuse_lab import tiny_models as tm
 
     base = a.base_dir or Path(tempfile.mkdtemp(prefix="seedreuse-soak-"))
     base.mkdir(parents=True, exist_ok=True)

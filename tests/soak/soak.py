@@ -48,22 +48,19 @@ from pathlib import Path
 
 TESTS_DIR = Path(__file__).resolve().parents[1]
 REPO_ROOT = TESTS_DIR.parent
-for _p in (str(TESTS_DIR), str(REPO_ROOT)):
-    if _p not in sys.path:
-        sys.path.insert(0, _p)
 
-import numpy as np  # noqa: E402
+import numpy as np
 
-from harness import graphs  # noqa: E402
-from harness.graphs import T2V  # noqa: E402
-from harness.reuse_graphs import SEG, segment_graph, t2v_reuse  # noqa: E402
-from harness.worker import ComfyWorker, HTTPFailure, WorkerError, WorkerGroup  # noqa: E402
-from reuse_backend import segments as segmod  # noqa: E402
-from reuse_backend import video  # noqa: E402
-from reuse_backend.check import REPAIRABLE, check  # noqa: E402
-from reuse_backend.errors import ReuseError  # noqa: E402
-from reuse_backend.lock import read_lock  # noqa: E402
-from reuse_backend.store import Cache  # noqa: E402
+from seedreuse_lab import graphs
+from seedreuse_lab.graphs import T2V
+from seedreuse_lab.reuse_graphs import SEG, segment_graph, t2v_reuse
+from seedreuse_lab.worker import ComfyWorker, HTTPFailure, WorkerError, WorkerGroup
+from reuse_backend.media import segments as segmod
+from reuse_backend.media import video
+from reuse_backend.store.check import REPAIRABLE, check
+from reuse_backend.errors import ReuseError
+from reuse_backend.store.lock import read_lock
+from reuse_backend.store import Cache
 
 T2V_CACHE, SEG_CACHE = "default", "segments"
 F, M, TOTAL = 9, 3, 27
@@ -341,21 +338,29 @@ class Soak:
     def _fs_state(self, name) -> list[str]:
         if not name:
             return []
-        return [s for s in (".tmp", ".tmp/manifest.json", ".old", ".lock")
-                if os.path.lexists(self.root / f"{name}{s}")] + \
+        return [s for s in (".tmp", ".old", ".lock") if os.path.lexists(self.root / f"{name}{s}")] + \
+            ([".tmp/*/manifest.json"] if self._staged_manifests(name) else []) + \
             ([""] if os.path.lexists(self.root / name) else [])
+
+    def _staged_manifests(self, name) -> list[Path]:
+        """manifest.json of any staging directory (<name>.tmp/<staging id>/manifest.json)."""
+        return sorted((self.root / f"{name}.tmp").glob("*/manifest.json"))
 
     def _fs_watch(self, name: str, w: ComfyWorker, info: dict, stop: threading.Event, extra_delay: float,
                   target: str):
-        tmp_manifest = self.root / f"{name}.tmp" / "manifest.json"
+        tmp_manifest = "tmp-manifest"      # any <name>.tmp/<staging id>/manifest.json
         old = self.root / f"{name}.old"
         watch = [tmp_manifest] if target == "tmp-manifest" else [old]
         # only a transition absent -> present counts (a kill's leftovers may exist at the start)
         armed = {tmp_manifest: False, old: False}
+
+        def present(path) -> bool:
+            return bool(self._staged_manifests(name)) if path == tmp_manifest else os.path.lexists(path)
+
         while not stop.is_set():
             hit = None
             for path in watch:
-                if os.path.lexists(path):
+                if present(path):
                     if armed[path]:
                         hit = path
                         break

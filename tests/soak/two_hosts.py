@@ -50,15 +50,12 @@ import uuid
 from dataclasses import dataclass
 from pathlib import Path
 
-if __package__ in (None, ""):
-    sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+from tests.soak.soak import (REPO_ROOT, Soak, SoakConfig, assert_clean, format_report)
 
-from tests.soak.soak import (REPO_ROOT, Soak, SoakConfig, assert_clean, format_report)  # noqa: E402
+from seedreuse_lab import graphs
+from seedreuse_lab.worker import ComfyWorker, RunHandle, _quiet
 
-from harness import graphs  # noqa: E402
-from harness.worker import ComfyWorker, RunHandle, _quiet  # noqa: E402
-
-import websocket  # noqa: E402
+import websocket
 
 PREFIX = "sr2h"
 SSH_PORT = 2222
@@ -407,7 +404,6 @@ def probe_primitives(env: TwoHostEnv) -> list[dict]:
 
 _PACK_SCRIPT = r"""
 import json, os, sys, time
-sys.path.insert(0, {repo!r})
 import torch
 from reuse_backend.store import Cache, RunInfo
 from reuse_backend.errors import ReuseError
@@ -439,13 +435,13 @@ print(json.dumps(out), flush=True)
 def pack_probe(env: TwoHostEnv) -> list[dict]:
     """reuse_backend across the two hosts, in processes with each host's hostname."""
     script = env.base / "pack_probe.py"
-    script.write_text(_PACK_SCRIPT.format(repo=str(REPO_ROOT)))
+    script.write_text(_PACK_SCRIPT.format())   # {{ }} escapes only
     A, B = env.hosts
     name = f"probe{uuid.uuid4().hex[:6]}"
 
     def run(h, *args):
         p = _sh(*env.host_cmd(h, [sys.executable, str(script), str(h.mount), name, *args]), check=False,
-                timeout=120)
+                timeout=120, env={**os.environ, "PYTHONPATH": str(REPO_ROOT)})
         try:
             return json.loads(p.stdout.strip().splitlines()[-1])
         except (ValueError, IndexError):
@@ -585,7 +581,7 @@ def main(argv=None) -> int:
     ap.add_argument("--base-dir", type=Path, default=None)
     ap.add_argument("--keep", action="store_true")
     a = ap.parse_args(argv)
-    from harness import tiny_models as tm
+    from seedreuse_lab import tiny_models as tm
     base = a.base_dir or Path(tempfile.mkdtemp(prefix="seedreuse-2hosts-"))
     models = tm.ensure_tiny_models().link_models_dir(base / "models")
     results, ok = [], True

@@ -1,0 +1,162 @@
+"""Command line of the cache tool::
+
+    python -m reuse_backend [--root R] {list, inspect NAME, check NAME [--repair], clear NAME --yes}
+
+Exit codes: 0 fine, 1 ``check`` found problems that remain, 2 usage or cache errors.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+
+from .store import roots
+from .store.check import check
+from .errors import ReuseError
+from .store.lock import describe, lock_status
+from .store import Cache, list_caches
+
+
+def _when(ts) -> str:
+    return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(ts)) if isinstance(ts, (int, float)) else "?"
+
+
+def _size(n: int) -> str:
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if n < 1024 or unit == "GiB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024
+    return str(n)
+
+
+def _lock_line(cache: Cache) -> str:
+    st = lock_status(cache.paths.lock)
+    if st["state"] == "free":
+        return "free"
+    return f"{st['state']}: {describe(st['owner'])}" + (f" ({st['reason']})" if st["reason"] else "")
+
+
+def cmd_list(root) -> int:
+    names = list_caches(root)
+    if not names:
+        print(f"no caches under {root}")
+        return 0
+    print(f"caches under {root}:")
+    for name in names:
+        cache = Cache(root, name)
+        try:
+            with (cache.snapshot() or _Empty()) as snap:
+                if snap.manifest is None:
+                    state = "no committed version"
+                else:
+                    m = snap.manifest
+                    total = sum(e["bytes"] for e in m["files"].values())
+                    state = (f"version {m['version'][:12]} from {_when(m['created_at'])}, "
+                             f"{len(m['slots'])} slot(s), {len(m['boundaries'])} boundary(ies), "
+                             f"{_size(total)}")
+        except ReuseError as e:
+            state = f"UNUSABLE: {e.message}"
+        print(f"  {name:<24} {state}; lock {_lock_line(cache)}")
+    return 0
+
+
+class _Empty:
+    manifest = None
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return None
+
+
+def cmd_inspect(root, name) -> int:
+    cache = Cache(root, name)
+    print(f"cache '{name}' at {cache.paths.current}")
+    print(f"  lock: {_lock_line(cache)}")
+    for label, path in (("staging", cache.paths.tmp), ("previous (.old)", cache.paths.old)):
+        if os.path.lexists(path):
+            print(f"  {label} present: {path}")
+    snap = cache.snapshot()
+    if snap is None:
+        print("  no committed version (no successful run yet)")
+        return 0
+    with snap:
+        m = snap.manifest
+        run = m["run"]
+        print(f"  version {m['version']} committed {_when(m['created_at'])}"
+              + (" (read from .old: commit in progress)" if snap.source == "old" else ""))
+        print(f"  run {run['run_id']} on {run['host']} pid {run['pid']} prompt {run['prompt_id']}")
+        if run["extra"]:
+            print(f"    extra: {json.dumps(run['extra'], sort_keys=True)[:200]}")
+        print(f"  slots ({len(m['slots'])}):")
+        for slot, e in sorted(m["slots"].items()):
+            key = e["key"].get("digest", json.dumps(e["key"], sort_keys=True)[:60])
+            print(f"    {slot:<16} {e['file']:<36} {_size(m['files'][e['file']]['bytes']):>10}  key {key}")
+        print(f"  boundaries ({len(m['boundaries'])}): "
+              + (", ".join(str(i) for i in snap.boundary_indices()) or "none"))
+        for sec, body in sorted(m["sections"].items()):
+            print(f"  section {sec}: {json.dumps(body, sort_keys=True)[:200]}")
+        print(f"  files ({len(m['files'])}):")
+        for fname, e in sorted(m["files"].items()):
+            print(f"    {fname:<36} {_size(e['bytes']):>10}  sha256 {e['sha256'][:16]}")
+    return 0
+
+
+def cmd_check(root, name, repair: bool) -> int:
+    problems = check(root, name, repair=repair)
+    left = [p for p in problems if not p.repaired]
+    for p in problems:
+        print(p)
+    if not problems:
+        print(f"cache '{name}': OK")
+    elif not left:
+        print(f"cache '{name}': repaired, OK")
+    else:
+        print(f"cache '{name}': {len(left)} problem(s)")
+    return 1 if left else 0
+
+
+def cmd_clear(root, name, yes: bool) -> int:
+    if not yes:
+        print(f"refusing to clear '{name}' without --yes", file=sys.stderr)
+        return 2
+    done = Cache(root, name).clear()
+    for line in done:
+        print(line)
+    print(f"cache '{name}' cleared" if done else f"cache '{name}' was already empty")
+    return 0
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m reuse_backend", description="SeedReuse cache tool")
+    ap.add_argument("--root", help=f"cache root (default: ${roots.ENV_ROOT})")
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    sub.add_parser("list", help="list caches")
+    sp = sub.add_parser("inspect", help="show one cache")
+    sp.add_argument("name")
+    sp = sub.add_parser("check", help="validate one cache (exit 1 on problems)")
+    sp.add_argument("name")
+    sp.add_argument("--repair", action="store_true", help="run crash recovery under the lock")
+    sp = sub.add_parser("clear", help="delete one cache")
+    sp.add_argument("name")
+    sp.add_argument("--yes", action="store_true", help="really delete it")
+    args = ap.parse_args(argv)
+    try:
+        root = roots.resolve_root(args.root)
+        if args.cmd == "list":
+            return cmd_list(root)
+        if args.cmd == "inspect":
+            return cmd_inspect(root, args.name)
+        if args.cmd == "check":
+            return cmd_check(root, args.name, args.repair)
+        return cmd_clear(root, args.name, args.yes)
+    except ReuseError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,1 @@
+"""Segment arithmetic, resume plans, audio windows, and video encode/probe/merge (PyAV)."""

@@ -1,0 +1,1 @@
+"""Storage primitives: hooked filesystem mutations, strict JSON, tensor files, typed values."""

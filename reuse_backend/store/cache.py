@@ -1,0 +1,166 @@
+"""One named cache under a root: read its committed version, begin a run, recover, clear.
+
+Layout (see docs/ARCHITECTURE.md): ``<root>/<name>/`` is the committed version (never
+modified in place), ``<name>.tmp/<staging id>/`` the staging of the one writer,
+``<name>.old/`` the previous version during the commit window only, ``<name>.lock`` the
+writer lock. Reading is reader.py, writing transaction.py, crash repair recovery.py.
+"""
+from __future__ import annotations
+
+import logging
+import os
+import uuid
+from pathlib import Path
+
+from ..errors import CacheBusyError, CorruptCacheError, ReuseError
+from ..storage import fsops
+from . import recovery, roots
+from .lock import WriterLock
+from .reader import Snapshot, VersionReader
+from .transaction import RunInfo, Transaction
+
+log = logging.getLogger("seedreuse")
+
+DEFAULT_BUDGET = 64 << 30
+DEFAULT_LEASE_S = 120.0
+ENV_LEASE = "SEEDREUSE_LEASE_S"
+ENV_GROUP_WRITABLE = "SEEDREUSE_GROUP_WRITABLE"
+
+
+def default_lease_s() -> float:
+    """The writer lease: ``SEEDREUSE_LEASE_S`` (seconds, > 0) or 120 s."""
+    raw = os.environ.get(ENV_LEASE)
+    if raw:
+        try:
+            v = float(raw)
+            if v > 0 and v == v and v != float("inf"):
+                return v
+        except ValueError:
+            pass
+        log.warning("ignoring %s=%r (expected seconds > 0)", ENV_LEASE, raw)
+    return DEFAULT_LEASE_S
+
+
+def list_caches(root) -> list[str]:
+    """Names of the caches under ``root`` (committed, staging, previous or locked)."""
+    names = set()
+    try:
+        entries = os.listdir(root)
+    except FileNotFoundError:
+        return []
+    for e in entries:
+        base = e
+        for suf in roots.SUFFIXES:
+            if e.endswith(suf):
+                base = e[:-len(suf)]
+        if roots.is_valid_cache_name(base):   # foreign entries are not caches
+            names.add(base)
+    return sorted(names)
+
+
+def committed_caches(root) -> list[str]:
+    """Names with a committed version (a real directory, not a symlink) under ``root``."""
+    out = []
+    for name in list_caches(root):
+        p = Path(root) / name
+        if not os.path.islink(p) and os.path.isdir(p):
+            out.append(name)
+    return out
+
+
+class Cache:
+    def __init__(self, root, name: str, *, max_total_bytes: int = DEFAULT_BUDGET,
+                 lease_s: float | None = None, heartbeat_s: float | None = None):
+        self.name = roots.validate_cache_name(name)
+        self.root = Path(root)
+        self.paths = roots.cache_paths(self.root, self.name)
+        self.max_total_bytes = int(max_total_bytes)
+        self.lease_s = float(lease_s) if lease_s is not None else default_lease_s()
+        # a heartbeat well inside the lease: 10 s, or a quarter of a shorter lease
+        self.heartbeat_s = float(heartbeat_s) if heartbeat_s is not None else min(10.0, self.lease_s / 4)
+        group = os.environ.get(ENV_GROUP_WRITABLE) == "1"
+        # modes before the umask: workers of one group can recover each other's leftovers
+        self.dir_mode, self.file_mode = (0o775, 0o664) if group else (0o755, 0o644)
+
+    def __repr__(self) -> str:
+        return f"Cache({str(self.root)!r}, {self.name!r})"
+
+    # ------------------------------------------------------------------ reading
+    def snapshot(self, retries: int = 20, delay: float = 0.05) -> Snapshot | None:
+        """The committed version (one version, never a mix), or None when never committed."""
+        return VersionReader(self).open(retries, delay)
+
+    # ------------------------------------------------------------------ writing
+    def writer_lock(self, run_id: str) -> WriterLock:
+        return WriterLock(self.paths.lock, run_id, lease_s=self.lease_s,
+                          heartbeat_s=self.heartbeat_s, cache_name=self.name)
+
+    def begin(self, run: RunInfo | None = None) -> Transaction:
+        """Lock, recover, snapshot the base, create fresh staging. CacheBusyError if locked."""
+        run = run or RunInfo()
+        if not self.root.is_dir():
+            fsops.mkdir(self.root, parents=True, exist_ok=True)
+        lock = self.writer_lock(run.run_id).acquire()
+        base = None
+        try:
+            recovered = self._recover_locked()
+            try:
+                base, base_error = self.snapshot(), None
+            except CorruptCacheError as e:   # a broken version cannot be a base; it gets replaced
+                log.warning("%s", e)
+                base, base_error = None, e
+            tx = Transaction(self, run, lock, base, base_error, recovered)
+            tx._create_staging()
+            return tx
+        except BaseException:
+            if base is not None:
+                base.close()
+            lock.release()
+            raise
+
+    def _recover_locked(self) -> list[str]:
+        return recovery.recover_locked(self.root, self.name, self.paths)
+
+    def recover(self, run_id: str | None = None) -> list[str]:
+        """Recovery under the writer lock (CacheBusyError while a live writer holds it)."""
+        lock = self.writer_lock(run_id or f"recover-{uuid.uuid4().hex}").acquire()
+        try:
+            return lock.broke + self._recover_locked()
+        finally:
+            lock.release()
+
+    def recover_leftovers(self, run_id: str | None = None) -> list[str]:
+        """For readers: a reader needs no lock, but when a crashed writer left something behind
+        (its lock, staging or the previous version) it cleans up, so leftovers never outlive the
+        next request. Recovery runs under the lock; a live writer (busy) is left alone, and a
+        failed recovery is logged (the next writer retries it)."""
+        if not recovery.has_leftovers(self.paths):
+            return []
+        try:
+            done = self.recover(run_id)
+        except CacheBusyError:
+            return []
+        except ReuseError as e:
+            log.warning("recovery of cache '%s' failed: %s", self.name, e)
+            return []
+        if done:
+            log.info("recovered cache '%s': %s", self.name, "; ".join(map(str, done)))
+        return done
+
+    def clear(self, run_id: str | None = None) -> list[str]:
+        """Remove the committed version (under the lock)."""
+        lock = self.writer_lock(run_id or f"clear-{uuid.uuid4().hex}").acquire()
+        try:
+            done = lock.broke + self._recover_locked()
+            if os.path.lexists(self.paths.current):
+                # moved into staging first: a crash mid-removal leaves staging, which recovery removes
+                fsops.mkdir(self.paths.tmp, self.dir_mode, exist_ok=True)
+                aside = self.paths.tmp / f"{recovery.STALE_TAG}{uuid.uuid4().hex}"
+                fsops.rename(self.paths.current, aside)
+                fsops.fsync_dir(self.root)
+                done_rm = self._recover_locked()
+                log.debug("clear of '%s': %s", self.name, done_rm)
+                done.append(f"removed committed version of '{self.name}'")
+            return done
+        finally:
+            lock.release()

@@ -1,0 +1,385 @@
+"""One writer per cache: an exclusive lock file with owner, heartbeat and safe breaking.
+
+The lock file ``<root>/<name>.lock`` holds JSON {host, pid, pid_start, pid_ns, run_id,
+started_at, lease_s}; its mtime is the heartbeat.  It is created atomically with its full content:
+the JSON is written and fsynced under a unique temp name, then hard-linked to the lock
+path (link fails with EEXIST when the lock exists, also on NFS), so no reader ever sees
+an empty lock.  Filesystems without hard links fall back to O_CREAT|O_EXCL + write.
+"""
+from __future__ import annotations
+
+import json
+import logging
+import os
+import socket
+import stat
+import threading
+import time
+import uuid
+from collections import Counter
+from pathlib import Path
+
+from ..storage import fsops
+from ..errors import UnsupportedFilesystemError, CacheBusyError, TransactionError
+
+log = logging.getLogger("seedreuse")
+
+NEW_TAG = ".new-"        # <lock>.new-<hex>: temp file of an acquirer
+BROKEN_TAG = ".broken."  # <lock>.broken.<hex>: a lock taken away by a breaker
+_ACTIVE: Counter = Counter()  # run ids whose lock this process holds (or is creating) now
+_ACTIVE_GUARD = threading.Lock()
+
+
+def _activate(run_id: str, delta: int) -> None:
+    with _ACTIVE_GUARD:
+        _ACTIVE[run_id] += delta
+        if _ACTIVE[run_id] <= 0:
+            del _ACTIVE[run_id]
+
+
+def hostname() -> str:
+    return socket.gethostname()
+
+
+def pid_start(pid: int) -> int | None:
+    """Start time of ``pid`` (clock ticks since boot, /proc/<pid>/stat field 22), or None."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            data = f.read()
+        return int(data[data.rindex(b")") + 2:].split()[19])
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def pid_namespace() -> str | None:
+    """Identity of this process's pid namespace: pids are only comparable within one."""
+    try:
+        return os.readlink("/proc/self/ns/pid")
+    except OSError:
+        return None
+
+
+def pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    except (OverflowError, ValueError):
+        return False
+    return True
+
+
+MAX_LOCK_BYTES = 64 << 10   # a lock file is a few hundred bytes of JSON
+
+
+def read_lock(path) -> tuple[dict | None, os.stat_result | None]:
+    """(owner dict or None when unreadable/invalid, lstat or None when absent).
+
+    Never blocks and never reads much: only a regular file is opened (a FIFO, socket or
+    device in the lock's place is "unreadable", never read), with O_NONBLOCK and O_NOFOLLOW,
+    and at most MAX_LOCK_BYTES are read. An unreadable lock is judged by its mtime lease.
+    """
+    try:
+        st = os.lstat(path)
+    except FileNotFoundError:
+        return None, None
+    if not stat.S_ISREG(st.st_mode):
+        return None, st
+    try:
+        fd = os.open(path, fsops.O_READ | os.O_NONBLOCK)
+    except FileNotFoundError:
+        return None, None
+    except OSError:
+        return None, st
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode) or st.st_size > MAX_LOCK_BYTES:
+            return None, st
+        data = os.read(fd, MAX_LOCK_BYTES)
+    except OSError:
+        return None, st
+    finally:
+        os.close(fd)
+    try:
+        owner = json.loads(data.decode("utf-8"))
+    except (UnicodeDecodeError, ValueError, RecursionError):
+        return None, st
+    if not isinstance(owner, dict) or not isinstance(owner.get("run_id"), str):
+        return None, st
+    return owner, st
+
+
+def judge(owner: dict | None, st: os.stat_result, default_lease_s: float) -> str | None:
+    """Why this lock is stale ("dead owner ...", "heartbeat ..."), or None when it is live."""
+    # Death is provable only on this host and in this pid namespace (containers sharing a
+    # host name, e.g. with host networking, have their own pids); elsewhere only the lease.
+    if owner is not None and owner.get("host") == hostname() and isinstance(owner.get("pid"), int) \
+            and owner.get("pid_ns") == pid_namespace():
+        pid = owner["pid"]
+        if pid == os.getpid():
+            if owner.get("pid_start") == pid_start(pid) and owner.get("run_id") not in _ACTIVE:
+                return f"owner is this process (pid {pid}) and no longer holds run {owner.get('run_id')}"
+        elif not pid_alive(pid):
+            return f"owner pid {pid} on this host is gone"
+        else:
+            rec, now = owner.get("pid_start"), pid_start(pid)
+            if rec is not None and now is not None and rec != now:
+                return f"owner pid {pid} was reused by another process"
+    lease = owner.get("lease_s") if owner else None
+    if not isinstance(lease, (int, float)) or isinstance(lease, bool) or lease <= 0:
+        lease = default_lease_s
+    age = time.time() - st.st_mtime
+    if age > lease:
+        return f"heartbeat is {age:.0f}s old (lease {lease:.0f}s)"
+    return None
+
+
+def describe(owner: dict | None) -> str:
+    if not owner:
+        return "an unknown run (unreadable lock file)"
+    started = owner.get("started_at")
+    when = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(started)) \
+        if isinstance(started, (int, float)) else "?"
+    return (f"run {owner.get('run_id')} on host {owner.get('host')} "
+            f"(pid {owner.get('pid')}) since {when}")
+
+
+class WriterLock:
+    def __init__(self, lock_path, run_id: str, *, lease_s: float = 120.0, heartbeat_s: float = 10.0,
+                 cache_name: str | None = None):
+        self.path = Path(lock_path)
+        self.run_id = str(run_id)
+        self.lease_s = float(lease_s)
+        self.heartbeat_s = float(heartbeat_s)
+        self.cache_name = cache_name or self.path.name.removesuffix(".lock")
+        self.broke: list[str] = []      # what acquire() had to break (for logs / check)
+        self._fd: int | None = None
+        self._ino: tuple[int, int] | None = None
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self.heartbeat_error: BaseException | None = None
+
+    # -- acquire ---------------------------------------------------------------------------
+    def acquire(self) -> WriterLock:
+        if self._fd is not None:
+            raise TransactionError("writer lock acquired twice", expected="one acquire per lock",
+                                   actual="acquire() on a held lock", fix="release() it first")
+        broke = False
+        for _ in range(8):                            # bounded: a lock that keeps vanishing is busy
+            if self._try_create():
+                self._check_stable_identity()
+                return self
+            owner, st = read_lock(self.path)
+            if st is None:
+                continue                              # vanished between create and read: retry
+            reason = judge(owner, st, self.lease_s)
+            if reason is None or broke:
+                raise self._busy(owner)
+            if not self._break(owner, st, reason):
+                raise self._busy(read_lock(self.path)[0])   # the lock that is there now
+            broke = True                              # one break per acquire, then create again
+        raise self._busy(read_lock(self.path)[0])
+
+    def _check_stable_identity(self) -> None:
+        """Fencing compares the lock file's identity (device, inode) with the one we created.
+        Filesystems that invent inode numbers per path lookup (sshfs/SFTP) make that
+        comparison meaningless, and with it every "is this still ours" check: refuse such a
+        cache root at once, with the reason, instead of failing later as a lost lock."""
+        owner, st = read_lock(self.path)
+        if owner is not None and owner.get("run_id") == self.run_id and st is not None \
+                and (st.st_dev, st.st_ino) != self._ino:
+            fd, self._fd = self._fd, None
+            self._stop_heartbeat()
+            try:
+                fsops.unlink(self.path, missing_ok=True)
+            finally:
+                if fd is not None:
+                    os.close(fd)
+                _activate(self.run_id, -1)
+            raise UnsupportedFilesystemError(
+                f"the cache root {self.path.parent} is on a filesystem without stable file identities "
+                "(the lock file's inode number changed between two looks, as on sshfs/SFTP)",
+                expected="a local disk, NFS or another POSIX filesystem with stable inode numbers",
+                actual=f"inode {self._ino[1]} then {st.st_ino}",
+                fix="point SEEDREUSE_CACHE_ROOT at a local folder or an NFS/CephFS/Lustre mount")
+
+    def _busy(self, owner) -> CacheBusyError:
+        who = describe(owner)
+        return CacheBusyError(
+            f"cache '{self.cache_name}' is being written by {who}; "
+            "wait for it to finish or use another cache name",
+            expected="no other writer on this cache", actual=who,
+            fix="wait for the other run to finish (or fail), or give this run another cache name",
+            details={"owner": owner or {}, "lock": str(self.path)})
+
+    def _payload(self) -> bytes:
+        pid = os.getpid()
+        return json.dumps({"host": hostname(), "pid": pid, "pid_start": pid_start(pid),
+                           "pid_ns": pid_namespace(),
+                           "run_id": self.run_id, "started_at": time.time(),
+                           "lease_s": self.lease_s}).encode()
+
+    def _try_create(self) -> bool:
+        tmp = self.path.with_name(f"{self.path.name}{NEW_TAG}{uuid.uuid4().hex}")
+        fd = fsops.open_exclusive(tmp)
+        linked = False
+        _activate(self.run_id, 1)   # registered before the link: never judged abandoned by us
+        try:
+            fsops.write_all(fd, self._payload(), tmp)
+            fsops.fsync_file(fd, tmp)
+            try:
+                fsops.link(tmp, self.path)
+                linked = True
+            except (FileExistsError, FileNotFoundError):
+                # EEXIST: the lock is taken.  ENOENT: the holder's recovery removed our temp
+                # file as a stray; either way somebody holds the lock right now.
+                return False
+            except OSError as e:
+                if e.errno not in fsops._LINK_FALLBACK:
+                    raise
+                return self._create_direct()          # no hard links here: plain O_EXCL create
+            self._held(fd, os.fstat(fd))
+            fd = None
+            return True
+        finally:
+            if self._fd is None:
+                _activate(self.run_id, -1)
+            if fd is not None:
+                os.close(fd)
+            try:
+                fsops.unlink(tmp, missing_ok=True)
+            except OSError:
+                if not linked:
+                    raise
+                log.warning("could not remove lock temp file %s", tmp)
+            if linked:
+                try:
+                    fsops.fsync_dir(self.path.parent)
+                except OSError:
+                    self.release()
+                    raise
+
+    def _create_direct(self) -> bool:
+        try:
+            fd = fsops.open_exclusive(self.path)
+        except FileExistsError:
+            return False
+        try:
+            fsops.write_all(fd, self._payload(), self.path)
+            fsops.fsync_file(fd, self.path)
+        except BaseException:
+            os.close(fd)
+            fsops.unlink(self.path, missing_ok=True)
+            raise
+        self._held(fd, os.fstat(fd))
+        return True
+
+    def _held(self, fd: int, st) -> None:
+        self._fd, self._ino = fd, (st.st_dev, st.st_ino)
+        self._stop.clear()
+        self.heartbeat_error = None
+        self._thread = threading.Thread(target=self._beat, name=f"seedreuse-heartbeat-{self.run_id}",
+                                        daemon=True)
+        self._thread.start()
+
+    def _break(self, owner, st, reason: str) -> bool:
+        """Take a stale lock away; True when it was broken (the caller retries once).
+
+        Only one breaker can win the rename to a unique name.  The renamed file is then
+        re-judged: if it is not the lock we judged, or it turned fresh (its owner beat in
+        between), it is put back with a hard link and the caller reports busy.
+        """
+        broken = self.path.with_name(f"{self.path.name}{BROKEN_TAG}{uuid.uuid4().hex}")
+        try:
+            fsops.rename(self.path, broken)
+        except FileNotFoundError:
+            return True                                # somebody else broke it: retry create
+        owner2, st2 = read_lock(broken)
+        same = st2 is not None and (st2.st_dev, st2.st_ino) == (st.st_dev, st.st_ino) and \
+            (owner2 or {}).get("run_id") == (owner or {}).get("run_id")
+        if not same or judge(owner2, st2, self.lease_s) is None:
+            try:
+                fsops.link(broken, self.path)          # restore the live lock
+            except FileNotFoundError:                  # removed meanwhile by the new holder
+                return False
+            except FileExistsError:
+                log.warning("lock %s was re-taken while being restored; %s is kept", self.path, broken)
+                return False
+            fsops.unlink(broken, missing_ok=True)
+            return False
+        log.warning("breaking stale lock %s of %s: %s", self.path, describe(owner), reason)
+        self.broke.append(f"broke stale lock of {describe(owner)}: {reason}")
+        fsops.unlink(broken, missing_ok=True)
+        return True
+
+    # -- heartbeat / fencing / release ---------------------------------------------------------
+    def _beat(self) -> None:
+        while not self._stop.wait(self.heartbeat_s):
+            fd = self._fd
+            if fd is None:
+                return
+            try:
+                fsops.utime(self.path, fd=fd)
+            except BaseException as e:  # noqa: BLE001 - recorded; held() reports the loss
+                self.heartbeat_error = e
+                log.warning("heartbeat of lock %s failed: %s", self.path, e)
+                return
+
+    def held(self) -> bool:
+        """Fencing: the lock path still holds *our* lock (same inode and run id)."""
+        if self._fd is None:
+            return False
+        owner, st = read_lock(self.path)
+        return (st is not None and owner is not None and owner.get("run_id") == self.run_id
+                and (st.st_dev, st.st_ino) == self._ino)
+
+    def _stop_heartbeat(self) -> None:
+        self._stop.set()
+        t = self._thread
+        if t is not None and t is not threading.current_thread():
+            t.join(timeout=5)
+        self._thread = None
+
+    def release(self) -> None:
+        """Stop the heartbeat; remove the lock file only when it is still ours."""
+        if self._fd is None:
+            return
+        self._stop_heartbeat()
+        try:
+            if self.held():
+                fsops.unlink(self.path, missing_ok=True)
+        finally:
+            _activate(self.run_id, -1)
+            fd, self._fd = self._fd, None
+            os.close(fd)
+
+    def __enter__(self) -> WriterLock:
+        return self.acquire()
+
+    def __exit__(self, *exc) -> None:
+        self.release()
+
+
+def stray_lock_files(root, name: str) -> list[Path]:
+    """Leftover ``<name>.lock.new-*`` / ``<name>.lock.broken.*`` files (crashed acquirers/breakers)."""
+    prefix = f"{name}.lock"
+    out = []
+    try:
+        entries = os.listdir(root)
+    except FileNotFoundError:
+        return out
+    for e in entries:
+        if e.startswith((prefix + NEW_TAG, prefix + BROKEN_TAG)):
+            out.append(Path(root) / e)
+    return sorted(out)
+
+
+def lock_status(lock_path, lease_s: float = 120.0) -> dict:
+    """{"state": "free" | "live" | "stale", "owner": dict|None, "reason": str|None}."""
+    owner, st = read_lock(lock_path)
+    if st is None:
+        return {"state": "free", "owner": None, "reason": None}
+    reason = judge(owner, st, lease_s)
+    return {"state": "stale" if reason else "live", "owner": owner, "reason": reason}

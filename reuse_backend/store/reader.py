@@ -1,0 +1,347 @@
+"""Reading one committed version: never a mix of two, never a file outside the version.
+
+A reader opens the version directory once (``current``, or ``.old`` inside a commit window)
+and reads every file relative to that directory fd; it also keeps every file of the version
+open, so a snapshot stays readable (and unchanged) even when a later commit renames and
+removes its directory. A file that vanishes while the version is being opened means either
+a concurrent commit (retry, bounded) or corruption (the directory is still the current one).
+
+Loads are bounded before any byte is read: by the manifest's sizes, by the cache's byte
+budget, by the memory this machine has available, and by the file's allocated size (a
+sparse file claiming gigabytes of zeros is refused: ``SEEDREUSE_ALLOW_SPARSE=1`` lifts that
+check for filesystems that compress transparently).
+
+What this does not guarantee: a reader on a network filesystem whose client caches directory
+entries (see docs/SHARED_FILESYSTEMS.md) may open the previous version after a commit on
+another host; the version it opens is still complete and consistent.
+"""
+from __future__ import annotations
+
+import errno
+import hashlib
+import json
+import logging
+import os
+import stat
+import time
+
+from ..errors import CorruptCacheError, NoCommittedCacheError, TransactionError
+from ..storage import fsops, serialize
+from . import manifest as mf
+
+log = logging.getLogger("seedreuse")
+
+SPARSE_MIN_BYTES = 16 << 20     # smaller files are never judged sparse (metadata-sized rounding)
+
+
+class _Retry(Exception):
+    """The version being read changed underneath us (a concurrent commit): read again."""
+
+
+def corrupt(name: str, what: str, *, expected=None, actual=None) -> CorruptCacheError:
+    return CorruptCacheError(f"cache '{name}': {what}", expected=expected, actual=actual,
+                             fix=f"clear it (python -m reuse_backend clear {name} --yes) and rerun; "
+                                 "nothing from it was used",
+                             details={"cache": name})
+
+
+def sha256_fd(fd: int, chunk: int = 1 << 20) -> str:
+    h, off = hashlib.sha256(), 0
+    while True:
+        b = os.pread(fd, chunk, off)
+        if not b:
+            return h.hexdigest()
+        h.update(b)
+        off += len(b)
+
+
+def available_memory() -> int | None:
+    """MemAvailable of this machine in bytes (None when unknown)."""
+    try:
+        with open("/proc/meminfo", "rb") as f:
+            for line in f:
+                if line.startswith(b"MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        return None
+    return None
+
+
+def check_loadable(name: str, fname: str, st: os.stat_result) -> None:
+    """Refuse a load that would allocate memory the file cannot justify (sparse) or that this
+    machine does not have, before a byte of it is read."""
+    size = st.st_size
+    allocated = getattr(st, "st_blocks", None)
+    if allocated is not None and size > SPARSE_MIN_BYTES and allocated * 512 < size // 2 \
+            and os.environ.get("SEEDREUSE_ALLOW_SPARSE") != "1":
+        raise corrupt(name, f"{fname} is a sparse file: it claims {size} bytes but only "
+                            f"{allocated * 512} are allocated on disk",
+                      expected="a file written by SeedReuse (fully allocated)",
+                      actual=f"{allocated * 512} of {size} bytes allocated")
+    avail = available_memory()
+    if avail is not None and size > avail:
+        raise corrupt(name, f"{fname} needs {size} bytes of memory; {avail} are available",
+                      expected=f"<= {avail} bytes (MemAvailable)", actual=f"{size} bytes")
+
+
+def read_manifest_at(dfd: int, name: str) -> dict:
+    """The parsed, validated manifest of the version directory ``dfd``.
+
+    FileNotFoundError when it is missing; CorruptCacheError for anything else wrong. Never
+    blocks (O_NONBLOCK: a FIFO in its place is refused) and never follows a symlink.
+    """
+    st = os.stat(mf.MANIFEST, dir_fd=dfd, follow_symlinks=False)
+    if not stat.S_ISREG(st.st_mode):
+        raise corrupt(name, "manifest.json is not a regular file",
+                      expected="a regular file", actual=stat.filemode(st.st_mode))
+    if st.st_size > mf.MAX_MANIFEST_BYTES:
+        raise corrupt(name, "manifest.json is too large",
+                      expected=f"<= {mf.MAX_MANIFEST_BYTES} bytes", actual=st.st_size)
+    try:
+        fd = os.open(mf.MANIFEST, fsops.O_READ | os.O_NONBLOCK, dir_fd=dfd)
+    except OSError as e:
+        if e.errno == errno.ELOOP:
+            raise corrupt(name, "manifest.json is not a regular file",
+                          expected="a regular file", actual="symlink") from None
+        raise
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):      # replaced between the stat and the open
+            raise corrupt(name, "manifest.json is not a regular file", expected="a regular file",
+                          actual="another kind of file")
+        data = os.read(fd, mf.MAX_MANIFEST_BYTES + 1)
+    finally:
+        os.close(fd)
+    try:
+        return mf.parse(data, name=name)
+    except CorruptCacheError as e:
+        raise corrupt(name, e.message, expected=e.expected, actual=e.actual) from None
+
+
+class VersionReader:
+    """Opens the committed version of one cache as a pinned :class:`Snapshot`."""
+
+    def __init__(self, cache):
+        self.cache = cache
+        self.name, self.paths = cache.name, cache.paths
+        self.max_total_bytes = cache.max_total_bytes
+
+    def open(self, retries: int = 20, delay: float = 0.05) -> Snapshot | None:
+        """The committed version (one version, never a mix), or None when never committed."""
+        nones, last = 0, None
+        for _ in range(max(retries, 2) + 1):
+            try:
+                snap = self._snapshot_once()
+            except _Retry as e:
+                last = e
+                time.sleep(delay)
+                continue
+            if snap is not None:
+                return snap
+            nones += 1      # neither current nor .old: confirm (a commit may have raced us)
+            if nones >= 3:
+                return None
+        if last is None:
+            return None
+        raise corrupt(self.name, f"kept changing while being read ({last})",
+                       expected="a stable committed version", actual=f"{retries} retries")
+
+    def _open_version(self):
+        for source, path in (("current", self.paths.current), ("old", self.paths.old)):
+            try:
+                return source, path, os.open(path, fsops.O_DIR)
+            except FileNotFoundError:
+                continue
+            except OSError as e:
+                if os.path.islink(path):
+                    raise corrupt(self.name, f"{path} is a symlink", expected="a real directory",
+                                   actual=f"symlink to {os.readlink(path)!r}") from None
+                if e.errno in (errno.ENOTDIR, errno.ELOOP):
+                    raise corrupt(self.name, f"{path} is not a directory", expected="a directory",
+                                   actual="another kind of file") from None
+                raise
+        return None, None, None
+
+    def _snapshot_once(self) -> Snapshot | None:
+        source, path, dfd = self._open_version()
+        if dfd is None:
+            return None
+        fds: dict[str, int] = {}
+        try:
+            m = self._read_manifest(dfd, source, path)
+            total = sum(e["bytes"] for e in m["files"].values())
+            if total > self.max_total_bytes:
+                raise corrupt(self.name, "is larger than the cache budget",
+                               expected=f"<= {self.max_total_bytes} bytes", actual=f"{total} bytes")
+            for fname, entry in m["files"].items():
+                fds[fname] = self._open_member(dfd, fname, entry, source, path)
+            snap = Snapshot(self.cache, dfd, m, fds, source)
+            dfd, fds = None, {}
+            return snap
+        finally:
+            for fd in fds.values():
+                os.close(fd)
+            if dfd is not None:
+                os.close(dfd)
+
+    def _vanished(self, dfd: int, source: str, path, what: str) -> Exception:
+        """A missing entry: a race (the version was moved away: retry) or real corruption."""
+        if source == "old":
+            return _Retry(what)
+        try:
+            st, here = os.fstat(dfd), os.lstat(path)
+            if (st.st_dev, st.st_ino) == (here.st_dev, here.st_ino):
+                return corrupt(self.name, what, expected="every file the manifest lists",
+                                actual="missing")
+        except FileNotFoundError:
+            pass
+        return _Retry(what)
+
+    def _read_manifest(self, dfd: int, source: str, path) -> dict:
+        try:
+            return read_manifest_at(dfd, self.name)
+        except FileNotFoundError:     # moved away by a commit, or missing: _vanished decides
+            raise self._vanished(dfd, source, path, "manifest.json is missing") from None
+
+    def _open_member(self, dfd: int, fname: str, entry: dict, source: str, path) -> int:
+        try:
+            st = os.stat(fname, dir_fd=dfd, follow_symlinks=False)
+        except FileNotFoundError:
+            raise self._vanished(dfd, source, path, f"{fname} is missing") from None
+        if not stat.S_ISREG(st.st_mode):
+            kind = "a symlink" if stat.S_ISLNK(st.st_mode) else stat.filemode(st.st_mode)
+            raise corrupt(self.name, f"{fname} is not a regular file",
+                           expected="a regular file", actual=kind)
+        try:
+            fd = os.open(fname, fsops.O_READ | os.O_NONBLOCK, dir_fd=dfd)
+        except FileNotFoundError:
+            raise self._vanished(dfd, source, path, f"{fname} is missing") from None
+        except OSError as e:
+            if e.errno == errno.ELOOP:
+                raise corrupt(self.name, f"{fname} is a symlink", expected="a regular file",
+                               actual="symlink") from None
+            raise
+        st2 = os.fstat(fd)
+        if (st2.st_dev, st2.st_ino) != (st.st_dev, st.st_ino) or st2.st_size != entry["bytes"]:
+            os.close(fd)
+            raise corrupt(self.name, f"{fname} has the wrong size",
+                           expected=f"{entry['bytes']} bytes", actual=f"{st2.st_size} bytes")
+        return fd
+
+
+class Snapshot:
+    """One committed version, pinned: every file stays open until close()."""
+
+    def __init__(self, cache, dfd: int, manifest: dict, fds: dict, source: str):
+        self.cache, self.manifest, self.source = cache, manifest, source
+        self._dfd, self._fds = dfd, fds
+
+    @property
+    def version(self) -> str:
+        return self.manifest["version"]
+
+    @property
+    def name(self) -> str:
+        return self.cache.name
+
+    def slot_entry(self, slot: str) -> dict | None:
+        e = self.manifest["slots"].get(slot)
+        return json.loads(json.dumps(e)) if e is not None else None
+
+    def boundary_indices(self) -> list[int]:
+        return sorted(int(i) for i in self.manifest["boundaries"])
+
+    def section(self, name: str) -> dict | None:
+        s = self.manifest["sections"].get(name)
+        return json.loads(json.dumps(s)) if s is not None else None
+
+    def has_file(self, fname: str) -> bool:
+        return fname in self.manifest["files"]
+
+    def _fd(self, fname: str) -> int:
+        if self._dfd is None:
+            raise TransactionError("snapshot is closed", expected="an open snapshot",
+                                   actual="closed", fix="take a new snapshot")
+        if fname not in self._fds:
+            raise NoCommittedCacheError(f"cache '{self.name}' has no file '{fname}'",
+                                        expected=fname, actual=sorted(self._fds),
+                                        fix="run once without reuse so the cache holds it")
+        return self._fds[fname]
+
+    def open_file(self, fname: str):
+        """An independent read-only binary file object on one file of this version."""
+        fd = self._fd(fname)
+        try:   # a new open file description (own offset), valid even if the name was removed
+            new = os.open(f"/proc/self/fd/{fd}", os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
+        except OSError:
+            try:
+                new = os.open(fname, fsops.O_READ, dir_fd=self._dfd)
+            except FileNotFoundError:
+                raise corrupt(self.name, f"{fname} vanished while in use") from None
+        a, b = os.fstat(fd), os.fstat(new)
+        if (a.st_dev, a.st_ino) != (b.st_dev, b.st_ino):
+            os.close(new)
+            raise corrupt(self.name, f"{fname} was replaced while in use")
+        return os.fdopen(new, "rb")
+
+    def file_hash_ok(self, fname: str) -> bool:
+        return sha256_fd(self._fd(fname)) == self.manifest["files"][fname]["sha256"]
+
+    def _load(self, fname: str, verify: bool | None):
+        # Structural validation (sizes, dtypes, shapes, offsets) always runs while loading;
+        # the sha256 pass is a second read of the file, so by default it is left to check()
+        # (SEEDREUSE_VERIFY_ON_LOAD=1 turns it on for every load).
+        if verify is None:
+            verify = os.environ.get("SEEDREUSE_VERIFY_ON_LOAD") == "1"
+        if verify and not self.file_hash_ok(fname):
+            raise corrupt(self.name, f"{fname} does not match its recorded sha256",
+                           expected=self.manifest["files"][fname]["sha256"], actual="other content")
+        check_loadable(self.name, fname, os.fstat(self._fd(fname)))
+        with self.open_file(fname) as f:
+            try:
+                return serialize.load_value(f, max_bytes=self.manifest["files"][fname]["bytes"])
+            except CorruptCacheError as e:
+                raise corrupt(self.name, f"{fname}: {e.message}", expected=e.expected,
+                               actual=e.actual) from None
+
+    def load_slot(self, slot: str, *, verify: bool | None = None):
+        e = self.manifest["slots"].get(slot)
+        if e is None:
+            raise NoCommittedCacheError(f"cache '{self.name}' has no slot '{slot}'",
+                                        expected=f"slot '{slot}'",
+                                        actual=f"slots {sorted(self.manifest['slots'])}",
+                                        fix="run once with this slot so the cache holds it")
+        return self._load(e["file"], verify)
+
+    def load_boundary(self, i: int, *, verify: bool | None = None):
+        e = self.manifest["boundaries"].get(str(int(i)))
+        if e is None:
+            raise NoCommittedCacheError(f"cache '{self.name}' has no boundary {i}",
+                                        expected=f"boundary {i}",
+                                        actual=f"boundaries {self.boundary_indices()}",
+                                        fix="reuse fewer prefix segments, or rerun without reuse")
+        return self._load(e["file"], verify)
+
+    def verify_hashes(self) -> list[str]:
+        """Problems (one line each) for files whose content does not match the manifest."""
+        return [f"{fname}: sha256 mismatch" for fname in sorted(self._fds)
+                if not self.file_hash_ok(fname)]
+
+    def close(self) -> None:
+        fds, self._fds = self._fds, {}
+        for fd in fds.values():
+            os.close(fd)
+        if self._dfd is not None:
+            os.close(self._dfd)
+            self._dfd = None
+
+    def __enter__(self) -> Snapshot:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def __del__(self):  # pragma: no cover - a forgotten snapshot must not leak fds
+        try:
+            self.close()
+        except OSError as e:
+            log.debug("closing a forgotten snapshot: %s", e)

@@ -1,0 +1,347 @@
+"""The staging of one run and its commit: only a fully successful run replaces the last good version.
+
+Layout: ``<root>/<name>.tmp/<staging id>/`` is the staging directory of exactly one run (a
+fresh random id per transaction). Nobody else ever writes into it, so a writer that lost its
+lock (paused past its lease, say) can no longer reach the new owner's staging:
+
+* fencing, 1: every staging write goes to this run's own directory, by a path under it;
+* fencing, 2: the new owner's recovery moves every stale staging directory away before it
+  creates its own, so the old writer's next create, rename or unlink fails (ENOENT) and is
+  reported as "lost the writer lock";
+* fencing, 3: before every write and at commit the run checks that the lock file is still
+  its own (same inode, same run id) and that its staging directory is still in place.
+
+Commit order (each step durable before the next; see the numbered invariants in commit()):
+files fsynced -> manifest written last -> fence -> ``current -> .old`` -> ``staging -> current``
+-> ``.old`` removed last. Correctness never depends on the lock alone: readers pin one
+directory, recovery decides from what exists on disk.
+
+What this does not guarantee: a writer paused for longer than its lease *between* its last
+fence check and its commit renames (a window of two system calls) still publishes its own
+staging, which is complete and consistent; readers then see that version or the next one,
+never a mix.
+"""
+from __future__ import annotations
+
+import json
+import logging
+import os
+import time
+import uuid
+from pathlib import Path
+
+from ..errors import NoCommittedCacheError, TransactionError
+from ..storage import fsops
+from . import manifest as mf
+from . import roots
+from .lock import WriterLock
+from .reader import Snapshot, corrupt
+from .run_info import RunInfo, jsonable
+from .staging import StagingDir
+
+log = logging.getLogger("seedreuse")
+
+
+class Transaction:
+    """Staging of one run. Single use: commit() publishes it, discard() drops it."""
+
+    def __init__(self, cache, run: RunInfo, lock: WriterLock, base: Snapshot | None, base_error,
+                 recovered: list[str]):
+        self.cache, self.run, self.lock = cache, run, lock
+        self.base: Snapshot | None = base
+        self.base_error = base_error
+        self.recovered: list[str] = lock.broke + recovered
+        self.state = "open"          # open | failed | committed | discarded | fenced
+        self.version: str | None = None
+        self.warnings: list[str] = []
+        self._files: dict[str, dict] = {}
+        self._slots: dict[str, dict] = {}
+        self._boundaries: dict[str, dict] = {}
+        self._sections: dict[str, dict] = {}
+        self._pending: set[str] = set()
+        self._dir = StagingDir(cache.paths.tmp, dir_mode=cache.dir_mode, file_mode=cache.file_mode)
+        self.staging_id, self.staging = self._dir.id, self._dir.path
+
+    def _misuse(self, what: str) -> TransactionError:
+        return TransactionError(f"transaction of cache '{self.cache.name}' is {self.state}: "
+                                f"cannot {what}", expected="an open transaction", actual=self.state,
+                                fix="begin() a new transaction for the next run")
+
+    def _create_staging(self) -> None:
+        self._dir.create({"run_id": self.run.run_id, "host": self.run.host, "pid": self.run.pid})
+
+    def owned(self) -> bool:
+        """Our lock is still the lock, and our staging directory is still in place."""
+        return self.lock.held() and self._dir.in_place()
+
+    def _fenced_error(self, during: str) -> TransactionError:
+        self.state = "fenced"
+        lease = f"{self.lock.lease_s:g} s"
+        return TransactionError(
+            f"run {self.run.run_id} lost the writer lock of cache '{self.cache.name}' "
+            f"(while trying to {during}); nothing it wrote is used",
+            expected="the lock and staging of this run", actual="taken over by another run",
+            fix=f"the run stopped heartbeating for longer than the lease ({lease}): a paused or "
+                "overloaded worker, or a stalled shared filesystem. Rerun it; raise "
+                "SEEDREUSE_LEASE_S if workers are paused that long on purpose",
+            details={"lock": str(self.cache.paths.lock), "cache": self.cache.name,
+                     "heartbeat_error": repr(self.lock.heartbeat_error) if self.lock.heartbeat_error else None})
+
+    def _fence(self, what: str) -> None:
+        """Fencing, 3: checked before every staging write and twice in commit()."""
+        if self.state != "open":
+            raise self._misuse(what)
+        if not self.owned():
+            raise self._fenced_error(what)
+
+    def explain(self, exc: BaseException, during: str) -> BaseException:
+        """The error to report for ``exc`` raised while writing into staging: a lost writer
+        lock when the run no longer owns its staging (fencing, 2), else ``exc`` itself."""
+        if self.state in ("open", "fenced") and not self.owned():
+            return self._fenced_error(during)
+        return exc
+
+    def _path(self, fname: str) -> Path:
+        return self._dir.file(fname)
+
+    def _write_value(self, fname: str, value) -> dict:
+        self._files.pop(fname, None)
+        try:
+            entry = self._dir.write_value(fname, value)
+        except FileNotFoundError as e:          # our staging was moved away: fenced
+            raise self.explain(e, f"write {fname}") from e
+        self._files[fname] = entry
+        return entry
+
+    def _carry(self, fname: str) -> None:
+        if self.base is None:
+            raise NoCommittedCacheError(
+                f"cache '{self.cache.name}' has no committed version to carry '{fname}' from",
+                expected="a committed base version", actual="none",
+                fix="run without reuse first")
+        entry = dict(self.base.manifest["files"][fname])
+        self.base._fd(fname)
+        self._files.pop(fname, None)
+        try:
+            size = self._dir.link_from(fname, self.base._dfd)
+        except FileNotFoundError as e:
+            raise self.explain(e, f"carry {fname}") from e
+        if size != entry["bytes"]:
+            raise corrupt(self.cache.name, f"carried {fname} has the wrong size",
+                           expected=entry["bytes"], actual=size)
+        self._files[fname] = entry
+
+    def stage_slot(self, slot: str, value, *, key: dict, meta: dict | None = None) -> dict:
+        self._fence("stage a slot")
+        roots.validate_slot_name(slot)
+        key, meta = jsonable(key, "slot key"), jsonable(meta or {}, "slot meta")
+        fname = mf.slot_file(slot)
+        entry = self._write_value(fname, value)
+        self._slots[slot] = {"file": fname, "key": key, "meta": meta}
+        return entry
+
+    def carry_slot(self, slot: str) -> None:
+        """Keep the base version's slot (hard link; key and meta kept)."""
+        self._fence("carry a slot")
+        e = self.base.slot_entry(slot) if self.base is not None else None
+        if e is None and self.base is not None:
+            raise NoCommittedCacheError(f"cache '{self.cache.name}' has no slot '{slot}' to carry",
+                                        expected=f"slot '{slot}'", actual=sorted(self.base.manifest["slots"]),
+                                        fix="encode the slot instead")
+        self._carry(mf.slot_file(roots.validate_slot_name(slot)))
+        self._slots[slot] = e
+
+    def _boundary_index(self, i) -> str:
+        if isinstance(i, bool) or not isinstance(i, int) or not 0 <= i <= mf.MAX_BOUNDARY:
+            raise TransactionError("invalid boundary index", expected=f"int 0..{mf.MAX_BOUNDARY}",
+                                   actual=repr(i), fix="pass the segment boundary number")
+        return str(i)
+
+    def stage_boundary(self, i: int, value, meta: dict | None = None) -> dict:
+        self._fence("stage a boundary")
+        idx = self._boundary_index(i)
+        meta = jsonable(meta or {}, "boundary meta")
+        entry = self._write_value(mf.boundary_file(i), value)
+        self._boundaries[idx] = {"file": mf.boundary_file(i), "meta": meta}
+        return entry
+
+    def carry_boundary(self, i: int) -> None:
+        self._fence("carry a boundary")
+        idx = self._boundary_index(i)
+        e = self.base.manifest["boundaries"].get(idx) if self.base is not None else None
+        if e is None and self.base is not None:
+            raise NoCommittedCacheError(f"cache '{self.cache.name}' has no boundary {i} to carry",
+                                        expected=f"boundary {i}", actual=self.base.boundary_indices(),
+                                        fix="reuse fewer prefix segments")
+        self._carry(mf.boundary_file(i))
+        self._boundaries[idx] = json.loads(json.dumps(e))
+
+    def carry_file(self, fname: str) -> None:
+        """Keep a plain file (e.g. result.mp4) of the base version."""
+        self._fence("carry a file")
+        roots.validate_file_name(fname)
+        if self.base is not None and not self.base.has_file(fname):
+            raise NoCommittedCacheError(f"cache '{self.cache.name}' has no file '{fname}' to carry",
+                                        expected=fname, actual=sorted(self.base.manifest["files"]),
+                                        fix="produce the file in this run")
+        self._carry(fname)
+
+    def stage_path(self, fname: str) -> str:
+        """A fresh path inside staging for the caller to write; then call add_file(fname)."""
+        self._fence("stage a file")
+        roots.validate_file_name(fname)
+        if fname in mf.RESERVED:
+            raise TransactionError(f"'{fname}' is reserved", expected="another file name",
+                                   actual=fname, fix="pick another name")
+        self._files.pop(fname, None)
+        self._dir.drop(fname)
+        self._pending.add(fname)
+        return str(self._path(fname))
+
+    def discard_file(self, fname: str) -> None:
+        """Remove a scratch file written at stage_path() that is not to be published."""
+        self._fence("discard a file")
+        roots.validate_file_name(fname)
+        self._pending.discard(fname)
+        self._files.pop(fname, None)
+        self._dir.drop(fname)
+
+    def add_file(self, fname: str) -> dict:
+        """Record a file written at stage_path(fname): fsync it, record bytes and sha256."""
+        self._fence("add a file")
+        if fname not in self._pending:
+            raise TransactionError(f"add_file('{fname}') without stage_path('{fname}')",
+                                   expected="stage_path first", actual=fname,
+                                   fix="write the file at the path stage_path() returned")
+        try:
+            entry = self._dir.record(fname)
+        except OSError as e:
+            if not self.owned():
+                raise self._fenced_error(f"add {fname}") from None
+            raise TransactionError(f"staged file '{fname}' cannot be opened ({e.strerror})",
+                                   expected="a regular file at stage_path()", actual="missing or symlink",
+                                   fix="write the file before add_file()") from None
+        self._pending.discard(fname)
+        self._files[fname] = entry
+        return entry
+
+    def set_section(self, name: str, body: dict) -> None:
+        self._fence("set a section")
+        roots.validate_slot_name(name)
+        self._sections[name] = jsonable(body, f"section '{name}'")
+
+    def _manifest(self) -> dict:
+        return {"schema": mf.SCHEMA, "name": self.cache.name, "version": uuid.uuid4().hex,
+                "created_at": time.time(), "run": self.run.to_dict(),
+                "slots": self._slots, "boundaries": self._boundaries, "sections": self._sections,
+                "files": self._files}
+
+    def commit(self) -> str:
+        """Publish the staging as the new committed version; returns its version id."""
+        self._fence("commit")
+        try:
+            if self._pending:
+                raise TransactionError("staged files were never added", expected="add_file() for each",
+                                       actual=sorted(self._pending), fix="call add_file() or discard")
+            # Invariant 1: every file the manifest names is durable before the manifest exists.
+            for fname in self._files:
+                fsops.fsync_file(self._path(fname))
+            m = self._manifest()
+            data = mf.dumps(m)
+            # Invariant 2: the manifest is written last, atomically (temp + fsync + rename + fsync).
+            fsops.write_file_atomic(self._path(mf.MANIFEST), data)
+            fsops.fsync_dir(self.staging)
+            # Invariant 3 (fencing): the lock is still ours and our staging is still in place.
+            self._fence("commit")
+            staged = self._dir.owner()
+            if staged.get("run_id") != self.run.run_id:
+                self.state = "fenced"
+                raise TransactionError("staging belongs to another run", expected=self.run.run_id,
+                                       actual=staged.get("run_id"), fix="rerun")
+        except BaseException:
+            if self.state == "open":
+                self.state = "failed"
+            raise
+        p, moved, prev_id = self.cache.paths, False, None
+        try:
+            if os.path.lexists(p.current):
+                st = os.lstat(p.current)
+                prev_id = (st.st_dev, st.st_ino)
+                # Invariant 4: the previous version moves aside whole; readers fall back to .old.
+                fsops.rename(p.current, p.old)
+                moved = True
+            # Fencing, 2: our staging has a name only we use; if the next owner moved it away,
+            # this rename fails (ENOENT) instead of publishing somebody else's staging.
+            fsops.rename(self.staging, p.current)
+        except BaseException as e:
+            self.state = "failed"
+            if moved:
+                try:   # Invariant 5: a commit that fails between the renames restores the previous
+                    fsops.rename(p.old, p.current)
+                except OSError as e2:   # recovery restores it (current missing + .old present)
+                    log.warning("could not restore %s: %s", p.old, e2)
+            if isinstance(e, FileNotFoundError):
+                raise self.explain(e, "commit") from e
+            raise
+        # Invariant 6: from here the new version is current; cleanup failures cannot unpublish it.
+        self.state, self.version = "committed", m["version"]
+        steps = [lambda: fsops.fsync_dir(self.cache.root), self._dir.remove_parent]
+        if moved:   # Invariant 7: .old is removed last, only once the new version is durable,
+            # and only when it is still the directory this commit moved there
+            steps += [lambda: self._remove_old(prev_id), lambda: fsops.fsync_dir(self.cache.root)]
+        for step in steps:
+            try:
+                step()
+            except OSError as e:
+                self.warnings.append(f"commit cleanup: {e}")
+                log.warning("cache '%s' committed; cleanup failed (recovery finishes it): %s",
+                            self.cache.name, e)
+        self._finish()
+        return self.version
+
+    def _remove_old(self, prev_id) -> None:
+        try:
+            st = os.lstat(self.cache.paths.old)
+        except FileNotFoundError:
+            return
+        if (st.st_dev, st.st_ino) != prev_id:
+            log.warning("cache '%s': %s is not the version this commit moved aside; left to recovery",
+                        self.cache.name, self.cache.paths.old)
+            return
+        fsops.rmtree(self.cache.paths.old)
+
+    def _finish(self) -> None:
+        if self.base is not None:
+            self.base.close()
+        try:
+            self.lock.release()
+        except OSError as e:
+            self.warnings.append(f"lock release: {e}")
+            log.warning("could not release lock of cache '%s': %s", self.cache.name, e)
+
+    def discard(self) -> bool:
+        """Drop the staging and release the lock; the committed version is untouched.
+
+        Safe to call after a failure or twice; a no-op after commit.  Returns False when
+        cleanup was incomplete (recovery at the next begin finishes it).
+        """
+        if self.state in ("committed", "discarded"):
+            return True
+        fenced, self.state = self.state == "fenced" or not self.lock.held(), "discarded"
+        ok = True
+        if not fenced:        # a fenced run leaves cleanup to the new owner's recovery
+            try:
+                self._dir.remove()
+                fsops.fsync_dir(self.cache.root)
+            except OSError as e:
+                ok = False
+                self.warnings.append(f"discard: {e}")
+                log.warning("could not remove staging of cache '%s': %s", self.cache.name, e)
+        self._finish()
+        return ok
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.discard()

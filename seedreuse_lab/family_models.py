@@ -1,0 +1,101 @@
+"""The support-matrix models (Wan 2.2 A14B experts, Wan 2.2 TI2V 5B + Wan 2.2 VAE, one-block
+Qwen-Image, stand-in placeholders), generated once per generator version, like tiny_models.py.
+
+``ensure_family_models()`` builds them with _gen_family_models.py into
+``<repo>/.cache/tiny-models/family-<hash>/models/`` (hash of _gen_family_models.py,
+_gen_tiny_models.py and the host's ComfyUI version). Unlike the base tiny models these are
+large (the Wan 2.2 VAE config and Qwen-Image's width are fixed by the host: ~2.2 GB in all,
+about a minute to generate on 2 cores), so only the tests of tests/families ask for them.
+``models_dir_with_families(dest)`` links the base tiny models and these into one models dir.
+"""
+from __future__ import annotations
+
+import fcntl
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+import time
+from pathlib import Path
+
+from . import host
+from . import tiny_models as tm
+
+GENERATOR = Path(__file__).with_name("_gen_family_models.py")
+
+WAN22_HIGH = "tiny_wan22_t2v_high_noise.safetensors"
+WAN22_LOW = "tiny_wan22_t2v_low_noise.safetensors"
+WAN22_TI2V = "tiny_wan22_ti2v_5b.safetensors"
+WAN22_VAE = "tiny_wan22_vae.safetensors"
+QWEN_IMAGE = "tiny_qwen_image.safetensors"
+QWEN_TEXT_ENCODER = "standin_qwen25_vl.safetensors"
+INFINITETALK_PATCH = "standin_infinitetalk.safetensors"
+QWEN_IMAGE_VAE = tm.VAE   # Qwen-Image's VAE is the Wan 2.1 VAE architecture
+
+FILES = {
+    ("diffusion_models", WAN22_HIGH),
+    ("diffusion_models", WAN22_LOW),
+    ("diffusion_models", WAN22_TI2V),
+    ("vae", WAN22_VAE),
+    ("diffusion_models", QWEN_IMAGE),
+    ("text_encoders", QWEN_TEXT_ENCODER),
+    ("model_patches", INFINITETALK_PATCH),
+}
+
+
+def generator_hash() -> str:
+    h = hashlib.sha256()
+    h.update(GENERATOR.read_bytes())
+    h.update(b"\0base=" + tm.GENERATOR.read_bytes())
+    h.update(b"\0comfyui=" + host.comfyui_version().encode())
+    return h.hexdigest()[:16]
+
+
+def ensure_family_models(timeout: float = 900) -> tm.TinyModels:
+    """Generate (or reuse) the family models. Safe to call from concurrent processes."""
+    digest = "family-" + generator_hash()
+    final = tm.CACHE_BASE / digest
+    models = final / "models"
+    tm.CACHE_BASE.mkdir(parents=True, exist_ok=True)
+    with open(tm.CACHE_BASE / f"{digest}.lock", "w") as lockf:
+        fcntl.flock(lockf, fcntl.LOCK_EX)
+        report_file = final / "report.json"
+        if report_file.is_file() and all((models / f / n).is_file() for f, n in FILES):
+            return tm.TinyModels(models, False, 0.0, json.loads(report_file.read_text()))
+        tmp = tm.CACHE_BASE / f"{digest}.tmp-{os.getpid()}"
+        shutil.rmtree(tmp, ignore_errors=True)
+        t0 = time.perf_counter()
+        proc = subprocess.run(
+            host.module_command("_gen_family_models", host.comfyui_dir(), tmp / "models"),
+            env=host.module_env(with_comfyui=True),
+            cwd=str(host.comfyui_dir()), capture_output=True, text=True, timeout=timeout)
+        seconds = time.perf_counter() - t0
+        if proc.returncode != 0:
+            shutil.rmtree(tmp, ignore_errors=True)
+            raise RuntimeError("family model generation failed:\n" + (proc.stdout + proc.stderr)[-4000:])
+        line = [ln for ln in proc.stdout.splitlines() if ln.startswith("SEEDREUSE_FAMILY_MODELS ")]
+        report = json.loads(line[-1].split(" ", 1)[1]) if line else {}
+        report["subprocess_s"] = round(seconds, 3)
+        (tmp / "report.json").write_text(json.dumps(report, indent=1))
+        shutil.rmtree(final, ignore_errors=True)
+        os.replace(tmp, final)
+        # older generator versions are large: keep only the current one
+        for old in tm.CACHE_BASE.glob("family-*"):
+            if old.is_dir() and old.name != digest and ".tmp-" not in old.name:
+                shutil.rmtree(old, ignore_errors=True)
+        return tm.TinyModels(models, True, seconds, report)
+
+
+def models_dir_with_families(base: tm.TinyModels, family: tm.TinyModels, dest: Path) -> Path:
+    """dest/<folder>/<file> -> symlinks to the base tiny models and the family models."""
+    dest = Path(dest)
+    tm.link_models_dir(base, dest)
+    for folder, name in FILES:
+        d = dest / folder
+        d.mkdir(parents=True, exist_ok=True)
+        link = d / name
+        if link.is_symlink() or link.exists():
+            link.unlink()
+        link.symlink_to(family.path(folder, name))
+    return dest

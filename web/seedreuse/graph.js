@@ -1,0 +1,86 @@
+// Reading the LiteGraph graph: reuse nodes, ids, sessions, widgets. Only exports.
+import { SESSION_TYPE, host, isReuseType, noteError, state, typeOf } from "./core.js";
+
+export function graph() {
+  const app = host.app;
+  return app ? app.rootGraph || app.graph : null;
+}
+
+export function allGraphs() {
+  const g = graph();
+  if (!g) return [];
+  const out = [g];
+  try {
+    const subs = g.subgraphs;
+    if (subs && typeof subs.values === "function") for (const s of subs.values()) out.push(s);
+  } catch (_) { /* older frontends: no subgraphs */ }
+  return out;
+}
+
+export function nodesOf(g) {
+  return (g && (g.nodes || g._nodes)) || [];
+}
+
+export function reuseNodes() {
+  const out = [];
+  for (const g of allGraphs()) for (const n of nodesOf(g)) if (isReuseType(typeOf(n))) out.push(n);
+  return out;
+}
+
+export function hasReuseNodes() {
+  for (const g of allGraphs()) for (const n of nodesOf(g)) if (isReuseType(typeOf(n))) return true;
+  return false;
+}
+
+// An API-format node id ("12" or, inside subgraphs, "3:12") -> the LiteGraph node.
+export function nodeById(id) {
+  const g = graph();
+  if (!g) return null;
+  const parts = String(id).split(":");
+  let cur = g;
+  let node = null;
+  for (let i = 0; i < parts.length; i++) {
+    node = cur && cur.getNodeById ? cur.getNodeById(isNaN(+parts[i]) ? parts[i] : +parts[i]) : null;
+    if (!node) return null;
+    if (i < parts.length - 1) cur = node.subgraph;
+  }
+  return node;
+}
+
+// The registry key of a node: its id in the root graph; inside a subgraph the first known
+// execution id ending with ":<id>".
+export function keyOf(node) {
+  const g = graph();
+  if (!node) return null;
+  if (!node.graph || node.graph === g) return String(node.id);
+  const suffix = ":" + node.id;
+  for (const k of Object.keys(state.dry).concat(Object.keys(state.run))) if (k.endsWith(suffix)) return k;
+  return String(node.id);
+}
+
+export function widgetOf(node, name) {
+  return node && (node.widgets || []).find((w) => w.name === name);
+}
+
+export function sessionNodeOf(node) {
+  const idx = (node.inputs || []).findIndex((i) => i.name === "session");
+  if (idx < 0) return null;
+  let cur = node.getInputNode ? node.getInputNode(idx) : null;
+  for (let hops = 0; cur && hops < 16; hops++) {
+    if (typeOf(cur) === SESSION_TYPE) return cur;
+    const next = (cur.inputs || []).findIndex((i) => i.link != null);
+    if (next < 0 || !cur.getInputNode) return null; // e.g. a Reroute: follow its one input
+    cur = cur.getInputNode(next);
+  }
+  return null;
+}
+
+export function redraw() {
+  try {
+    const g = graph();
+    if (g && g.setDirtyCanvas) g.setDirtyCanvas(true, true);
+    else if (host.app && host.app.canvas) host.app.canvas.setDirty(true, true);
+  } catch (e) {
+    noteError("redraw", e);
+  }
+}
