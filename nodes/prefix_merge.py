@@ -71,9 +71,10 @@ class SeedReusePrefixMerge(io.ComfyNode):
         # if the prefix has to be re-encoded, cut it at every kept segment start so that the
         # next resume can stream-copy again
         try:
-            report = video.merge(out, chunks=chunk_paths, prefix_source=prev, prefix_frames=prefix,
-                                 audio=audio, fps=spec.fps,
-                                 prefix_keyframes=[seg.prefix_frames(i, spec.F, spec.M) for i in range(1, n)])
+            with st.tx.writing(f"write {RESULT_FILE}"):   # a lost lock or a full disk is reported as such
+                report = video.merge(out, chunks=chunk_paths, prefix_source=prev, prefix_frames=prefix,
+                                     audio=audio, fps=spec.fps,
+                                     prefix_keyframes=[seg.prefix_frames(i, spec.F, spec.M) for i in range(1, n)])
         finally:
             if prev is not None:
                 prev.close()

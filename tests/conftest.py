@@ -34,8 +34,37 @@ class _RepoRootIsNotATestPackage:
         return None
 
 
+# Tiers (README "Tests"): every test gets exactly one tier marker, from where it lives and what it
+# needs, so `-m` selects lanes without anyone having to remember to mark a new test.
+TIERS = {
+    "backend": "the backend and static checks: real files in tmp_path, no ComfyUI worker",
+    "host": "real ComfyUI workers over HTTP (one host): nodes, routes, examples, cross-worker reuse",
+    "families": "the support matrix (Wan 2.2, Qwen-Image, InfiniteTalk) in real workers",
+    "browser": "the web extension in a real Chromium against a real worker",
+    "soak": "many requests with injected failures, interrupts and kills",
+}
+SMOKE_FILES = {"test_pack_loads.py", "test_host_smoke.py"}   # the host part of the fast lane
+
+
+def _tier(item) -> str:
+    parts = Path(str(item.fspath)).relative_to(Path(__file__).resolve().parent).parts
+    if parts[0] in ("backend", "browser", "soak", "families"):
+        return parts[0]
+    return "host" if item.get_closest_marker("comfy") else "backend"
+
+
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        item.add_marker(getattr(pytest.mark, _tier(item)))
+        if Path(str(item.fspath)).name in SMOKE_FILES:
+            item.add_marker(pytest.mark.smoke)
+
+
 def pytest_configure(config):
     config.addinivalue_line("markers", "comfy: needs a real ComfyUI worker (seedreuse_lab)")
+    for name, what in TIERS.items():
+        config.addinivalue_line("markers", f"{name}: tier - {what}")
+    config.addinivalue_line("markers", "smoke: a few host smoke tests (with backend: the fast lane)")
     if not config.pluginmanager.has_plugin("seedreuse-root-dir"):
         config.pluginmanager.register(_RepoRootIsNotATestPackage(), "seedreuse-root-dir")
 

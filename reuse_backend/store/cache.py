@@ -110,7 +110,13 @@ class Cache:
                 log.warning("%s", e)
                 base, base_error = None, e
             tx = Transaction(self, run, lock, base, base_error, recovered)
-            tx._create_staging()
+            try:
+                tx._create_staging()
+            except OSError as e:
+                err = tx.explain(e, "create its staging directory")
+                if err is e:
+                    raise
+                raise err from e
             return tx
         except BaseException:
             if base is not None:

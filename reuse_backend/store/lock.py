@@ -8,10 +8,10 @@ an empty lock.  Filesystems without hard links fall back to O_CREAT|O_EXCL + wri
 """
 from __future__ import annotations
 
+import errno
 import json
 import logging
 import os
-import socket
 import stat
 import threading
 import time
@@ -20,6 +20,7 @@ from collections import Counter
 from pathlib import Path
 
 from ..storage import fsops
+from .owner import hostname, pid_alive, pid_namespace, pid_start  # noqa: F401 (re-exported)
 from ..errors import UnsupportedFilesystemError, CacheBusyError, TransactionError
 
 log = logging.getLogger("seedreuse")
@@ -37,41 +38,12 @@ def _activate(run_id: str, delta: int) -> None:
             del _ACTIVE[run_id]
 
 
-def hostname() -> str:
-    return socket.gethostname()
-
-
-def pid_start(pid: int) -> int | None:
-    """Start time of ``pid`` (clock ticks since boot, /proc/<pid>/stat field 22), or None."""
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as f:
-            data = f.read()
-        return int(data[data.rindex(b")") + 2:].split()[19])
-    except (OSError, ValueError, IndexError):
-        return None
-
-
-def pid_namespace() -> str | None:
-    """Identity of this process's pid namespace: pids are only comparable within one."""
-    try:
-        return os.readlink("/proc/self/ns/pid")
-    except OSError:
-        return None
-
-
-def pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    except (OverflowError, ValueError):
-        return False
-    return True
-
-
 MAX_LOCK_BYTES = 64 << 10   # a lock file is a few hundred bytes of JSON
+# heartbeat errors worth retrying (network filesystems); anything else loses the lease at once
+TRANSIENT_ERRNOS = {errno.EIO, errno.ESTALE, errno.EINTR, errno.EAGAIN, errno.ETIMEDOUT}
+# Some filesystems store mtime in whole seconds (MooseFS): a heartbeat can look up to this much
+# older than it is, so a lock is judged stale only past lease + MTIME_SLACK_S.
+MTIME_SLACK_S = 1.0
 
 
 def read_lock(path) -> tuple[dict | None, os.stat_result | None]:
@@ -131,7 +103,7 @@ def judge(owner: dict | None, st: os.stat_result, default_lease_s: float) -> str
     if not isinstance(lease, (int, float)) or isinstance(lease, bool) or lease <= 0:
         lease = default_lease_s
     age = time.time() - st.st_mtime
-    if age > lease:
+    if age > lease + MTIME_SLACK_S:
         return f"heartbeat is {age:.0f}s old (lease {lease:.0f}s)"
     return None
 
@@ -160,6 +132,7 @@ class WriterLock:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self.heartbeat_error: BaseException | None = None
+        self.lost = False               # set by the heartbeat once the lease cannot be kept
 
     # -- acquire ---------------------------------------------------------------------------
     def acquire(self) -> WriterLock:
@@ -279,7 +252,7 @@ class WriterLock:
     def _held(self, fd: int, st) -> None:
         self._fd, self._ino = fd, (st.st_dev, st.st_ino)
         self._stop.clear()
-        self.heartbeat_error = None
+        self.heartbeat_error, self.lost = None, False
         self._thread = threading.Thread(target=self._beat, name=f"seedreuse-heartbeat-{self.run_id}",
                                         daemon=True)
         self._thread.start()
@@ -316,20 +289,36 @@ class WriterLock:
 
     # -- heartbeat / fencing / release ---------------------------------------------------------
     def _beat(self) -> None:
+        """Touch the lock every heartbeat_s. A transient error (EIO, ESTALE, EINTR, EAGAIN,
+        ETIMEDOUT: a network filesystem hiccup) is retried at the next beat for as long as the
+        lease can still be kept (lease minus one interval since the last good beat); after
+        that, or on any other error, the lease counts as lost: logged once, and held() is
+        False from then on, which fences every later write of the run."""
+        last_ok = time.monotonic()
         while not self._stop.wait(self.heartbeat_s):
             fd = self._fd
             if fd is None:
                 return
             try:
                 fsops.utime(self.path, fd=fd)
+                last_ok = time.monotonic()
+                continue
             except BaseException as e:  # noqa: BLE001 - recorded; held() reports the loss
                 self.heartbeat_error = e
-                log.warning("heartbeat of lock %s failed: %s", self.path, e)
-                return
+                transient = isinstance(e, OSError) and e.errno in TRANSIENT_ERRNOS
+                if transient and time.monotonic() - last_ok < self.lease_s - self.heartbeat_s:
+                    log.warning("heartbeat of lock %s failed (%s); retrying", self.path, e)
+                    continue
+            self.lost = True
+            log.error("seedreuse: run %s lost the writer lock %s (heartbeat failing since %.0f s: %s); "
+                      "its writes are refused from now on", self.run_id, self.path,
+                      time.monotonic() - last_ok, self.heartbeat_error)
+            return
 
     def held(self) -> bool:
-        """Fencing: the lock path still holds *our* lock (same inode and run id)."""
-        if self._fd is None:
+        """Fencing: the lock path still holds *our* lock (same inode and run id) and the
+        heartbeat has not given the lease up."""
+        if self._fd is None or self.lost:
             return False
         owner, st = read_lock(self.path)
         return (st is not None and owner is not None and owner.get("run_id") == self.run_id

@@ -23,14 +23,17 @@ never a mix.
 """
 from __future__ import annotations
 
+import contextlib
+import errno
 import json
 import logging
 import os
+import shutil
 import time
 import uuid
 from pathlib import Path
 
-from ..errors import NoCommittedCacheError, TransactionError
+from ..errors import NoCommittedCacheError, StorageFullError, TransactionError
 from ..storage import fsops
 from . import manifest as mf
 from . import roots
@@ -40,6 +43,27 @@ from .run_info import RunInfo, jsonable
 from .staging import StagingDir
 
 log = logging.getLogger("seedreuse")
+
+
+def _is_full(exc: BaseException) -> bool:
+    return isinstance(exc, OSError) and exc.errno in (errno.ENOSPC, getattr(errno, "EDQUOT", errno.ENOSPC))
+
+
+def storage_full(cache, exc: OSError, during: str) -> StorageFullError:
+    """ENOSPC/EDQUOT as a typed error: the root, its free space, what was being written, the fix.
+    The committed version is untouched (nothing of a failed run is ever published)."""
+    try:
+        usage = shutil.disk_usage(cache.root)
+        free = f"{usage.free} bytes free of {usage.total}"
+    except OSError:
+        free = "free space unknown"
+    return StorageFullError(
+        f"the cache root {cache.root} is full: cannot {during} for cache '{cache.name}' ({exc.strerror}); "
+        "the last good version of the cache is untouched",
+        expected="free space on the cache root", actual=free,
+        fix=f"free space on {cache.root} (python -m reuse_backend --root {cache.root} list shows the caches; "
+            "clear NAME --yes removes one) or point SEEDREUSE_CACHE_ROOT at a larger disk, then rerun",
+        details={"root": str(cache.root), "cache": cache.name, "errno": exc.errno})
 
 
 class Transaction:
@@ -96,10 +120,26 @@ class Transaction:
 
     def explain(self, exc: BaseException, during: str) -> BaseException:
         """The error to report for ``exc`` raised while writing into staging: a lost writer
-        lock when the run no longer owns its staging (fencing, 2), else ``exc`` itself."""
+        lock when the run no longer owns its staging (fencing, 2), a StorageFullError for
+        ENOSPC/EDQUOT, else ``exc`` itself."""
         if self.state in ("open", "fenced") and not self.owned():
             return self._fenced_error(during)
+        if _is_full(exc):
+            return storage_full(self.cache, exc, during)
         return exc
+
+    @contextlib.contextmanager
+    def writing(self, during: str):
+        """Fence, then run a caller's own write into staging (e.g. a video encode at a
+        stage_path() path); its failure is reported through explain()."""
+        self._fence(during)
+        try:
+            yield
+        except Exception as e:
+            err = self.explain(e, during)
+            if err is e:
+                raise
+            raise err from e
 
     def _path(self, fname: str) -> Path:
         return self._dir.file(fname)
@@ -108,8 +148,11 @@ class Transaction:
         self._files.pop(fname, None)
         try:
             entry = self._dir.write_value(fname, value)
-        except FileNotFoundError as e:          # our staging was moved away: fenced
-            raise self.explain(e, f"write {fname}") from e
+        except OSError as e:          # ENOENT: our staging was moved away (fenced); ENOSPC
+            err = self.explain(e, f"write {fname}")
+            if err is e:
+                raise
+            raise err from e
         self._files[fname] = entry
         return entry
 
@@ -216,8 +259,9 @@ class Transaction:
         try:
             entry = self._dir.record(fname)
         except OSError as e:
-            if not self.owned():
-                raise self._fenced_error(f"add {fname}") from None
+            err = self.explain(e, f"add {fname}")
+            if err is not e:
+                raise err from None
             raise TransactionError(f"staged file '{fname}' cannot be opened ({e.strerror})",
                                    expected="a regular file at stage_path()", actual="missing or symlink",
                                    fix="write the file before add_file()") from None
@@ -249,7 +293,13 @@ class Transaction:
             m = self._manifest()
             data = mf.dumps(m)
             # Invariant 2: the manifest is written last, atomically (temp + fsync + rename + fsync).
-            fsops.write_file_atomic(self._path(mf.MANIFEST), data)
+            try:
+                fsops.write_file_atomic(self._path(mf.MANIFEST), data, self.cache.file_mode)
+            except OSError as e:
+                err = self.explain(e, "write the manifest")
+                if err is e:
+                    raise
+                raise err from e
             fsops.fsync_dir(self.staging)
             # Invariant 3 (fencing): the lock is still ours and our staging is still in place.
             self._fence("commit")
@@ -274,14 +324,15 @@ class Transaction:
             # this rename fails (ENOENT) instead of publishing somebody else's staging.
             fsops.rename(self.staging, p.current)
         except BaseException as e:
-            self.state = "failed"
+            err = self.explain(e, "commit") if isinstance(e, OSError) else e   # fenced / full
+            self.state = "fenced" if self.state == "fenced" else "failed"
             if moved:
                 try:   # Invariant 5: a commit that fails between the renames restores the previous
                     fsops.rename(p.old, p.current)
                 except OSError as e2:   # recovery restores it (current missing + .old present)
                     log.warning("could not restore %s: %s", p.old, e2)
-            if isinstance(e, FileNotFoundError):
-                raise self.explain(e, "commit") from e
+            if err is not e:
+                raise err from e
             raise
         # Invariant 6: from here the new version is current; cleanup failures cannot unpublish it.
         self.state, self.version = "committed", m["version"]

@@ -87,3 +87,32 @@ def test_commit_failure_between_renames_restores_previous(tmp_path):
         write_version(cache, 2)
     assert entries(tmp_path) == ["a"]
     assert cache_marker(cache) == 1
+
+
+def test_enospc_is_a_typed_error_naming_the_root_and_the_fix(tmp_path):
+    """A full disk surfaces as StorageFullError (root, free space, fix), not a bare OSError,
+    wherever the run writes: a slot, a boundary, a staged file, the manifest."""
+    from reuse_backend.errors import StorageFullError
+    from tests.backend.storehelp import slot_value
+
+    cache = Cache(tmp_path, "a")
+    write_version(cache, 1)
+
+    def full(op, path):
+        if op in ("open_exclusive", "write", "fsync_file"):
+            raise OSError(errno.ENOSPC, "No space left on device", path)
+
+    tx = cache.begin()
+    try:
+        with OpHook(1, full, persistent=True):
+            with pytest.raises(StorageFullError) as ei:
+                tx.stage_slot("text", slot_value(2, "text"), key={}, meta={})
+            with pytest.raises(StorageFullError):
+                tx.stage_boundary(0, slot_value(2, "b")["cond"])
+    finally:
+        tx.discard()
+    e = ei.value
+    assert str(tmp_path) in e.message and "last good version" in e.message
+    assert "bytes free" in str(e.actual) and "SEEDREUSE_CACHE_ROOT" in e.fix
+    assert e.to_dict()["code"] == "storage_full" and e.details["root"] == str(tmp_path)
+    assert cache_marker(cache) == 1

@@ -12,6 +12,7 @@ import pytest
 import torch
 from tests.backend.storehelp import REPO_ROOT, OpHook, cache_marker, entries, write_version, writer_proc
 
+from reuse_backend.storage import fsops
 from reuse_backend.store import lock as lk
 from reuse_backend.errors import CacheBusyError, TransactionError
 from reuse_backend.store.lock import WriterLock
@@ -132,7 +133,7 @@ def test_heartbeat_keeps_lock_fresh(tmp_path):
     with pytest.raises(CacheBusyError):
         WriterLock(path, "B", lease_s=0.6).acquire()
     a._stop_heartbeat()                                  # owner hangs: no more heartbeats
-    time.sleep(1.0)
+    time.sleep(0.6 + lk.MTIME_SLACK_S + 0.4)             # past lease + the mtime-resolution slack
     b = WriterLock(path, "B", lease_s=0.6).acquire()     # lease expired: broken
     assert not a.held() and b.held()
     a.release()                                          # not ours any more: left alone
@@ -228,3 +229,70 @@ def test_filesystem_without_stable_inodes_is_refused_clearly(tmp_path, monkeypat
     lk = lockmod.WriterLock(path, "run-2", cache_name="c").acquire()   # nothing left behind
     assert lk.held()
     lk.release()
+
+
+def test_stale_only_past_lease_plus_mtime_slack(tmp_path):
+    """MooseFS keeps mtime in whole seconds: a heartbeat can look up to 1 s older than it is,
+    so a lock is not judged stale until its age exceeds lease + MTIME_SLACK_S."""
+    path = tmp_path / "c.lock"
+    _fake_lock(path, host="render-07.example", run_id="remote", age=0, lease_s=10.0)
+    st = os.stat(path)
+    now = time.time()
+    os.utime(path, (now - 10.5, now - 10.5))
+    assert lk.judge(json.loads(path.read_text()), os.stat(path), 10.0) is None
+    os.utime(path, (now - 11.5, now - 11.5))
+    assert "heartbeat is" in lk.judge(json.loads(path.read_text()), os.stat(path), 10.0)
+    assert st.st_size > 0
+
+
+def test_heartbeat_retries_transient_errors_then_gives_the_lease_up(tmp_path):
+    """A network filesystem hiccup (EIO/ESTALE) does not lose the lock at once; a heartbeat
+    failing for a whole lease does, once, and held() is False from then on (fencing)."""
+    path = tmp_path / "c.lock"
+    fails = {"n": 0, "on": True}
+
+    def flaky(op, p):
+        if op == "utime" and fails["on"]:
+            fails["n"] += 1
+            raise OSError(errno.ESTALE, "injected stale handle", p)
+
+    a = WriterLock(path, "A", lease_s=1.2, heartbeat_s=0.1)
+    fsops.set_hook(flaky)
+    try:
+        a.acquire()
+        deadline = time.monotonic() + 30
+        while fails["n"] < 3 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert fails["n"] >= 3 and a.held() and not a.lost      # retried, still ours
+        fails["on"] = False                                      # the filesystem recovers
+        n = fails["n"]
+        time.sleep(0.5)
+        assert a.held() and not a.lost and fails["n"] == n
+        fails["on"] = True                                       # and fails for good
+        while not a.lost and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert a.lost and not a.held()
+        assert isinstance(a.heartbeat_error, OSError)
+    finally:
+        fsops.clear_hook()
+        a.release()
+
+
+def test_heartbeat_gives_up_at_once_on_a_non_transient_error(tmp_path):
+    path = tmp_path / "c.lock"
+
+    def denied(op, p):
+        if op == "utime":
+            raise PermissionError(errno.EACCES, "injected", p)
+
+    a = WriterLock(path, "A", lease_s=60, heartbeat_s=0.05)
+    fsops.set_hook(denied)
+    try:
+        a.acquire()
+        deadline = time.monotonic() + 30
+        while not a.lost and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert a.lost and not a.held()
+    finally:
+        fsops.clear_hook()
+        a.release()

@@ -264,3 +264,27 @@ def test_cli(tmp_path, capsys):
     assert cli(["--root", str(tmp_path), "clear", "a", "--yes"]) == 0
     assert cli(["--root", str(tmp_path), "inspect", "../a"]) == 2
     assert cache.snapshot() is None
+
+
+def test_group_writable_setting_applies_to_what_a_run_creates(tmp_path, monkeypatch):
+    """SEEDREUSE_GROUP_WRITABLE=1: directories and files a run creates are group-writable (under
+    a umask that allows it), so another user of the group can recover or replace them."""
+    import stat as stat_mod
+    monkeypatch.setenv("SEEDREUSE_GROUP_WRITABLE", "1")
+    old = os.umask(0o002)
+    try:
+        cache = Cache(tmp_path, "g")
+        write_version(cache, 1)
+    finally:
+        os.umask(old)
+    d = tmp_path / "g"
+    assert os.stat(d).st_mode & stat_mod.S_IWGRP
+    for f in os.listdir(d):
+        assert os.stat(d / f).st_mode & stat_mod.S_IWGRP, f
+    monkeypatch.delenv("SEEDREUSE_GROUP_WRITABLE")
+    old = os.umask(0o002)
+    try:
+        write_version(Cache(tmp_path, "p"), 1)
+    finally:
+        os.umask(old)
+    assert not os.stat(tmp_path / "p").st_mode & stat_mod.S_IWGRP      # default: 0o755 / 0o644

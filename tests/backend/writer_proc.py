@@ -4,6 +4,9 @@ repository root; see REPO_ENV in storehelp).
   writer_proc.py count ROOT NAME MARKER   write a version, print the number of fs operations
   writer_proc.py kill ROOT NAME MARKER K  write a version, SIGKILL itself before fs op K
   writer_proc.py hold ROOT NAME RUN_ID    take the writer lock, print "held", sleep forever
+  writer_proc.py pause ROOT NAME KIND     stage a version with marker 2 and SIGSTOP itself in the
+                                          middle of one staging write of KIND (see PAUSE_POINTS);
+                                          once continued, print the outcome as JSON and exit
 """
 import os
 import signal
@@ -12,7 +15,71 @@ import time
 
 from tests.backend.storehelp import OpHook, write_version
 
-from reuse_backend.store import Cache
+from reuse_backend.store import Cache, RunInfo
+
+
+def _stop_self(where: str) -> None:
+    print(f"paused {where}", flush=True)
+    os.kill(os.getpid(), signal.SIGSTOP)     # every thread stops, the heartbeat too
+
+
+# KIND -> the fsops operation (op name, test on the path) the writer pauses before
+PAUSE_POINTS = {
+    "slot": ("rename", lambda p, tx: os.path.basename(p).startswith(".slot_text")),
+    "boundary": ("rename", lambda p, tx: os.path.basename(p).startswith(".boundary_00001")),
+    "commit-old": ("rename", lambda p, tx: p == str(tx.cache.paths.current)),
+    "commit-publish": ("rename", lambda p, tx: p == str(tx.staging)),
+}
+
+
+def pause(cache, kind: str) -> None:
+    """Stage marker 2 like write_version, pausing in the middle of the write of ``kind``:
+    before a hooked operation, or (chunk, result) between stage_path() and the caller's write."""
+    import json
+    from tests.backend.storehelp import boundary_value, result_bytes, slot_value
+    from reuse_backend.errors import ReuseError
+    from reuse_backend.media import video
+    from reuse_backend.storage import fsops
+    import numpy as np
+
+    tx = cache.begin(RunInfo(run_id="paused-writer", extra={"marker": 2}))
+    fired = []
+
+    def hook(op, path):
+        want = PAUSE_POINTS.get(kind)
+        if want and not fired and op == want[0] and want[1](path, tx):
+            fired.append(op)
+            _stop_self(kind)
+
+    fsops.set_hook(hook)
+    outcome = {"kind": kind}
+    try:
+        tx.stage_slot("text", slot_value(2, "text"), key={"slot": "text"}, meta={"m": 2})
+        tx.stage_boundary(1, boundary_value(2, 1), {"i": 1})
+        if kind == "chunk":
+            path = tx.stage_path("chunk_00001.mp4")
+            _stop_self(kind)
+            frames = np.full((3, 16, 16, 3), 200, np.uint8)
+            with tx.writing("write chunk_00001.mp4"):
+                video.write_chunk(path, frames, 8)
+        path = tx.stage_path("result.mp4")
+        if kind == "result":
+            _stop_self(kind)
+        with tx.writing("write result.mp4"):
+            with open(path, "wb") as f:
+                f.write(result_bytes(2))
+        tx.add_file("result.mp4")
+        tx.set_section("segments", {"count": 2, "marker": 2})
+        outcome["version"] = tx.commit()
+        outcome["result"] = "committed"
+    except ReuseError as e:
+        outcome.update(result="error", type=type(e).__name__, message=e.message, fix=e.fix)
+    except Exception as e:   # a raw OSError / av error is what the fencing must prevent
+        outcome.update(result="raw-error", type=type(e).__name__, message=str(e))
+    finally:
+        fsops.clear_hook()
+        tx.discard()
+    print(json.dumps(outcome), flush=True)
 
 
 def main(argv):
@@ -26,6 +93,8 @@ def main(argv):
     elif cmd == "kill":
         with OpHook(int(argv[4]), lambda op, path: os.kill(os.getpid(), signal.SIGKILL)):
             write_version(cache, int(argv[3]))
+    elif cmd == "pause":
+        pause(cache, argv[3])
     elif cmd == "hold":
         lock = cache.writer_lock(argv[3])
         lock.heartbeat_s = 0.2

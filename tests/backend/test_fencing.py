@@ -1,0 +1,106 @@
+"""Fencing: a writer that lost its lock (paused past its lease) can no longer touch the new
+owner's staging or publish anything (issue: a SIGSTOPped writer overwrote the next run's chunk).
+
+A real writer process (tests/backend/writer_proc.py ``pause``) is stopped with SIGSTOP in the
+middle of one kind of staging write; once its lease (shortened with SEEDREUSE_LEASE_S) has
+expired, a second writer takes the cache over and stages its own files; then the first one
+continues. The first must fail with "lost the writer lock" (never a raw OSError, never a
+commit), and the second one's staging, commit and committed content must be untouched.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import signal
+import subprocess
+import time
+
+import numpy as np
+import pytest
+
+from reuse_backend.errors import CacheBusyError
+from reuse_backend.media import video
+from reuse_backend.store import Cache, RunInfo
+from reuse_backend.store.check import check
+from tests.backend.storehelp import (REPO_ROOT, boundary_value, cache_marker, result_bytes, slot_value,
+                                     write_version, writer_proc)
+
+LEASE_S = 1.0
+
+
+def _sha(path) -> str:
+    return hashlib.sha256(open(path, "rb").read()).hexdigest()
+
+
+def _take_over(root, name) -> "Transaction":
+    """Begin as the second writer once the paused writer's lease has expired (bounded wait)."""
+    cache = Cache(root, name, lease_s=LEASE_S, heartbeat_s=0.2)
+    deadline = time.monotonic() + 60
+    while True:
+        try:
+            return cache.begin(RunInfo(run_id="new-owner", extra={"marker": 3}))
+        except CacheBusyError:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.2)
+
+
+@pytest.mark.parametrize("kind", ["slot", "boundary", "chunk", "result", "commit-old", "commit-publish"])
+def test_writer_paused_past_its_lease_is_fenced(tmp_path, kind):
+    write_version(Cache(tmp_path, "c"), 1)
+    env = {**os.environ, "SEEDREUSE_LEASE_S": str(LEASE_S)}
+    proc = subprocess.Popen(writer_proc("pause", tmp_path, "c", kind), cwd=REPO_ROOT, env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        line = proc.stdout.readline().strip()
+        assert line == f"paused {kind}", (line, proc.stderr.read() if proc.poll() is not None else "")
+        tx = _take_over(tmp_path, "c")                 # breaks the stale lock, recovers, stages
+        assert any("broke stale lock" in r for r in tx.recovered), tx.recovered
+        tx.stage_slot("text", slot_value(3, "text"), key={"slot": "text"}, meta={"m": 3})
+        tx.stage_boundary(1, boundary_value(3, 1), {"i": 1})
+        chunk = tx.stage_path("chunk_00001.mp4")
+        with tx.writing("write chunk_00001.mp4"):
+            video.write_chunk(chunk, np.full((3, 16, 16, 3), 40, np.uint8), 8)
+        res = tx.stage_path("result.mp4")
+        with open(res, "wb") as f:
+            f.write(result_bytes(3))
+        staged = {n: _sha(tx.staging / n) for n in ("slot_text.safetensors", "boundary_00001.safetensors",
+                                                     "chunk_00001.mp4", "result.mp4")}
+        os.kill(proc.pid, signal.SIGCONT)              # the paused writer goes on
+        out, err = proc.communicate(timeout=120)
+        outcome = json.loads(out.strip().splitlines()[-1])
+        assert outcome["result"] == "error", (outcome, err[-2000:])
+        assert outcome["type"] == "TransactionError" and "lost the writer lock" in outcome["message"], outcome
+        assert "SEEDREUSE_LEASE_S" in outcome["fix"]
+        # nothing of the new owner's staging was touched
+        assert staged == {n: _sha(tx.staging / n) for n in staged}
+        tx.discard_file("chunk_00001.mp4")
+        tx.add_file("result.mp4")
+        tx.set_section("segments", {"count": 2, "marker": 3})
+        tx.commit()
+    finally:
+        if proc.poll() is None:
+            os.kill(proc.pid, signal.SIGCONT)
+            proc.kill()
+            proc.wait()
+    with Cache(tmp_path, "c").snapshot() as snap:
+        assert snap.manifest["run"]["run_id"] == "new-owner"
+        assert snap.load_slot("text")["marker"] == 3
+        assert snap.load_boundary(1).equal(boundary_value(3, 1))
+        with snap.open_file("result.mp4") as f:
+            assert f.read() == result_bytes(3)
+        assert snap.verify_hashes() == []
+    problems = [p for p in check(tmp_path, "c") if p.code != "stale_tmp"]
+    assert problems == [], problems
+
+
+def test_unpaused_writer_still_commits(tmp_path):
+    """The control: with the same short lease, a writer that is not paused commits (its heartbeat
+    keeps the lease fresh), so the fencing above is caused by the pause alone."""
+    cache = Cache(tmp_path, "c", lease_s=LEASE_S, heartbeat_s=0.2)
+    tx = cache.begin(RunInfo(extra={"marker": 5}))
+    time.sleep(3 * LEASE_S)                          # three leases long, heartbeating meanwhile
+    tx.stage_slot("text", slot_value(5, "text"), key={}, meta={})
+    tx.commit()
+    assert cache.snapshot().load_slot("text")["marker"] == 5
