@@ -90,6 +90,11 @@ class TransactionError(ReuseError):
     code = "transaction"
 
 
+class StorageFullError(ReuseError):
+    """The cache root ran out of space (ENOSPC) or quota (EDQUOT) while a run wrote to it."""
+    code = "storage_full"
+
+
 class UnsupportedFilesystemError(ReuseError):
     """The cache root's filesystem lacks a primitive the lifecycle relies on."""
     code = "unsupported_filesystem"
