@@ -1,8 +1,10 @@
 """Command line of the cache tool::
 
     python -m reuse_backend [--root R] {list, inspect NAME, check NAME [--repair], clear NAME --yes}
+    python -m reuse_backend probe ROOT [--peer OTHER_MOUNT] [--json]
 
-Exit codes: 0 fine, 1 ``check`` found problems that remain, 2 usage or cache errors.
+Exit codes: 0 fine, 1 ``check`` found problems that remain / ``probe`` found the filesystem
+unsafe, 2 usage or cache errors.
 """
 from __future__ import annotations
 
@@ -14,6 +16,7 @@ import time
 
 from .store import roots
 from .store.check import check
+from .store.probe import probe
 from .errors import ReuseError
 from .store.lock import describe, lock_status
 from .store import Cache, list_caches
@@ -130,6 +133,19 @@ def cmd_clear(root, name, yes: bool) -> int:
     return 0
 
 
+def cmd_probe(root, peer, as_json: bool) -> int:
+    rep = probe(root, peer)
+    if as_json:
+        print(json.dumps(rep.to_dict(), indent=1))
+    else:
+        print(f"{rep.root}: {rep.filesystem}" + (f", peer {rep.peer}" if rep.peer else ""))
+        for c in rep.checks:
+            print(f"  {c.status:<11} {c.name}" + (f": {c.detail}" if c.detail else ""))
+        print(f"verdict: {rep.verdict}" + ("" if rep.peer else
+                                          " (this mount alone; add --peer to check what another host sees)"))
+    return 0 if rep.verdict == "safe" else 1
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(prog="python -m reuse_backend", description="SeedReuse cache tool")
     ap.add_argument("--root", help=f"cache root (default: ${roots.ENV_ROOT})")
@@ -143,7 +159,18 @@ def main(argv=None) -> int:
     sp = sub.add_parser("clear", help="delete one cache")
     sp.add_argument("name")
     sp.add_argument("--yes", action="store_true", help="really delete it")
+    sp = sub.add_parser("probe", help="check the filesystem primitives the store needs (exit 1 if unsafe)")
+    sp.add_argument("probe_root", metavar="ROOT", help="a folder on the filesystem to check (e.g. the cache root)")
+    sp.add_argument("--peer", help="another mount of the same folder (e.g. a second host's view) to check "
+                                   "cross-host visibility")
+    sp.add_argument("--json", action="store_true", help="print the report as JSON")
     args = ap.parse_args(argv)
+    if args.cmd == "probe":
+        if not os.path.isdir(args.probe_root) or (args.peer and not os.path.isdir(args.peer)):
+            print(f"error: {args.probe_root if not os.path.isdir(args.probe_root) else args.peer} "
+                  "is not a directory", file=sys.stderr)
+            return 2
+        return cmd_probe(args.probe_root, args.peer, args.json)
     try:
         root = roots.resolve_root(args.root)
         if args.cmd == "list":

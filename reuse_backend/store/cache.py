@@ -14,7 +14,7 @@ from pathlib import Path
 
 from ..errors import CacheBusyError, CorruptCacheError, ReuseError
 from ..storage import fsops
-from . import recovery, roots
+from . import filesystems, recovery, roots
 from .lock import WriterLock
 from .reader import Snapshot, VersionReader
 from .transaction import RunInfo, Transaction
@@ -88,6 +88,7 @@ class Cache:
     # ------------------------------------------------------------------ reading
     def snapshot(self, retries: int = 20, delay: float = 0.05) -> Snapshot | None:
         """The committed version (one version, never a mix), or None when never committed."""
+        filesystems.check_root(self.root)      # cheap after the first call for this mount
         return VersionReader(self).open(retries, delay)
 
     # ------------------------------------------------------------------ writing
@@ -100,6 +101,7 @@ class Cache:
         run = run or RunInfo()
         if not self.root.is_dir():
             fsops.mkdir(self.root, parents=True, exist_ok=True)
+        filesystems.check_root(self.root)      # refuse unsafe shared filesystems before any write
         lock = self.writer_lock(run.run_id).acquire()
         base = None
         try:

@@ -1,0 +1,170 @@
+"""Which filesystem a cache root is on, and whether the store may run there (checked at first use).
+
+Decided per filesystem from measurement (docs/SHARED_FILESYSTEMS.md; ``python -m reuse_backend
+probe ROOT --peer OTHER_MOUNT`` runs the full check):
+
+* local disks, tmpfs, CephFS, MooseFS, GlusterFS with the strict option set: supported;
+* GlusterFS with its stock options: refused. Another host kept resolving a renamed directory's
+  old name (the previous version) for 42 s to over 60 s after a commit. The client options are
+  read from the local FUSE client's command line and the volume options from the translators
+  of its client graph (its log); what cannot be verified is refused with the fix;
+* JuiceFS: refused. While another host replaces or removes a file, opens fail with ENOENT, also
+  on fds opened before, so a reader can fail in the middle of a load while another host commits;
+* sshfs/SFTP: refused (inode numbers are per path; the lock's identity check also catches it).
+
+``SEEDREUSE_TRUSTED_FILESYSTEM=<fstype>`` (e.g. ``fuse.glusterfs``) lifts a refusal for that type,
+for an operator who has run the probe with ``--peer`` on that volume and got "safe".
+What this does not cover: a filesystem it does not recognise is allowed (local semantics
+assumed); run the probe on it.
+"""
+from __future__ import annotations
+
+import os
+import threading
+
+from ..errors import UnsupportedFilesystemError
+
+ENV_TRUSTED = "SEEDREUSE_TRUSTED_FILESYSTEM"
+GLUSTER_CLIENT_FLAGS = ("--entry-timeout=0", "--attribute-timeout=0", "--negative-timeout=0",
+                        "--fopen-keep-cache=false")
+GLUSTER_VOLUME_OPTIONS = ("performance.stat-prefetch", "performance.open-behind", "performance.quick-read",
+                          "performance.write-behind", "performance.io-cache", "performance.read-ahead",
+                          "performance.readdir-ahead")
+# translators that those volume options remove from the client graph when set to off
+_GLUSTER_CACHING_XLATORS = ("performance/md-cache", "performance/open-behind", "performance/quick-read",
+                            "performance/write-behind", "performance/io-cache", "performance/read-ahead",
+                            "performance/readdir-ahead", "performance/nl-cache")
+_checked: dict[tuple, str | None] = {}
+_guard = threading.Lock()
+
+
+def _unescape(s: str) -> str:
+    return s.replace("\\040", " ").replace("\\011", "\t").replace("\\012", "\n").replace("\\134", "\\")
+
+
+def mount_of(path) -> tuple[str, str, str]:
+    """(mount point, fstype, source) of the mount holding ``path`` (from /proc/self/mountinfo)."""
+    real = os.path.realpath(path)
+    best = ("/", "unknown", "")
+    try:
+        with open("/proc/self/mountinfo") as f:
+            lines = f.read().splitlines()
+    except OSError:
+        return best
+    for line in lines:
+        left, _, right = line.partition(" - ")
+        parts, rparts = left.split(), right.split()
+        if len(parts) < 5 or len(rparts) < 2:
+            continue
+        mp = _unescape(parts[4])
+        if (real == mp or real.startswith(mp.rstrip("/") + "/")) and len(mp) >= len(best[0]):
+            best = (mp, rparts[0], _unescape(rparts[1]))
+    return best
+
+
+def describe(path) -> str:
+    mp, fstype, source = mount_of(path)
+    return f"{fstype} ({source} on {mp})"
+
+
+def _fuse_client_cmdline(mountpoint: str, program: str) -> list[str] | None:
+    """argv of the local FUSE client process serving ``mountpoint`` (FUSE daemons run on the
+    host that mounts), or None when it is not visible from here (another pid namespace)."""
+    try:
+        pids = [p for p in os.listdir("/proc") if p.isdigit()]
+    except OSError:
+        return None
+    for pid in pids:
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                argv = [a.decode(errors="replace") for a in f.read().split(b"\0") if a]
+        except OSError:
+            continue
+        if argv and os.path.basename(argv[0]) == program and \
+                any(os.path.realpath(a) == os.path.realpath(mountpoint) for a in argv[1:]):
+            return argv
+    return None
+
+
+def _gluster_log(argv: list[str], mountpoint: str) -> str | None:
+    for a in argv:
+        if a.startswith("--log-file="):
+            return a.split("=", 1)[1]
+    for i, a in enumerate(argv[:-1]):
+        if a in ("-l", "--log-file"):
+            return argv[i + 1]
+    name = mountpoint.strip("/").replace("/", "-")
+    return f"/var/log/glusterfs/{name}.log"
+
+
+def _gluster_problem(mountpoint: str) -> str | None:
+    fix = ("mount it with the strict option set: volume options " + ", ".join(f"{o} off" for o in
+           GLUSTER_VOLUME_OPTIONS) + "; client options " + " ".join(GLUSTER_CLIENT_FLAGS) +
+           " (start the glusterfs client with them), or use a local disk")
+    argv = _fuse_client_cmdline(mountpoint, "glusterfs")
+    if argv is None:
+        return (f"cannot see the GlusterFS client of {mountpoint} from here, so its options cannot be "
+                f"verified; {fix}; then set {ENV_TRUSTED}=fuse.glusterfs after `python -m reuse_backend probe` "
+                "with --peer says safe")
+    missing = [flag for flag in GLUSTER_CLIENT_FLAGS if flag not in argv]
+    if missing:
+        return (f"GlusterFS client options {missing} are not set for {mountpoint}: with client caching another "
+                f"host can read the previous version for up to a minute after a commit; {fix}")
+    log = _gluster_log(argv, mountpoint)
+    try:
+        with open(log, errors="replace") as f:
+            text = f.read()[-4_000_000:]
+    except OSError:
+        return (f"cannot read the GlusterFS client log {log} to verify the volume options; {fix}; then set "
+                f"{ENV_TRUSTED}=fuse.glusterfs after `python -m reuse_backend probe` with --peer says safe")
+    graph = text.rsplit("Final graph:", 1)
+    if len(graph) < 2:
+        return f"no client graph in the GlusterFS client log {log} to verify the volume options; {fix}"
+    present = sorted(x for x in _GLUSTER_CACHING_XLATORS if f"type {x}" in graph[1])
+    if present:
+        return (f"the GlusterFS volume behind {mountpoint} keeps caching translators {present} (stock volume "
+                f"options): another host can read the previous version after a commit; {fix}")
+    return None
+
+
+def policy_problem(path) -> str | None:
+    """Why the store must not run on ``path``'s filesystem, or None."""
+    mp, fstype, _ = mount_of(path)
+    if os.environ.get(ENV_TRUSTED) == fstype:
+        return None
+    if fstype == "fuse.sshfs":
+        return ("sshfs/SFTP has no stable inode numbers (they are per path), so a writer cannot tell "
+                "whether the lock and staging are still its own; use a local disk or a supported shared "
+                "filesystem (CephFS, MooseFS, GlusterFS with the strict options)")
+    if fstype == "fuse.juicefs":
+        return ("JuiceFS fails opens with ENOENT while another host replaces or removes a file, also on fds "
+                "opened before, so a reader can fail in the middle of a load during another host's commit; "
+                "use CephFS, MooseFS, GlusterFS with the strict options, or a local disk")
+    if fstype == "fuse.glusterfs":
+        return _gluster_problem(mp)
+    return None
+
+
+def check_root(root) -> None:
+    """Refuse an unsafe cache root (UnsupportedFilesystemError), once per mount per process."""
+    mp, fstype, source = mount_of(root)
+    key = (mp, fstype, source, os.environ.get(ENV_TRUSTED))
+    with _guard:
+        if key not in _checked:
+            _checked[key] = policy_problem(root)
+        problem = _checked[key]
+    if problem:
+        raise UnsupportedFilesystemError(
+            f"the cache root {root} is on {fstype} ({source}), where the store cannot run safely: {problem}",
+            expected="a local disk, CephFS, MooseFS or GlusterFS with the strict option set",
+            actual=f"{fstype} at {mp}",
+            fix=problem.rsplit("; ", 1)[-1] if "; " in problem else "use a local disk or a supported filesystem",
+            details={"root": str(root), "filesystem": fstype, "mountpoint": mp, "source": source})
+
+
+def reset_cache() -> None:
+    """Forget the per-mount decisions (tests, or after remounting)."""
+    with _guard:
+        _checked.clear()
+
+

@@ -1,0 +1,122 @@
+"""The filesystem probe and the first-use policy for shared filesystems.
+
+The real shared filesystems run in tests/shared_fs (network namespaces, real servers and FUSE
+clients); here: the probe on a local folder, and the policy's decisions from what the host
+shows (mount table, the FUSE client's command line, its client graph).
+"""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from reuse_backend.errors import UnsupportedFilesystemError
+from reuse_backend.store import Cache
+from reuse_backend.store import filesystems as fsys
+from reuse_backend.store.probe import probe
+from tests.backend.storehelp import REPO_ROOT, write_version
+
+
+@pytest.fixture(autouse=True)
+def _fresh_policy():
+    fsys.reset_cache()
+    yield
+    fsys.reset_cache()
+
+
+def test_probe_local_folder_is_safe_and_leaves_nothing(tmp_path):
+    rep = probe(tmp_path)
+    assert rep.verdict == "safe", rep.to_dict()
+    names = [c.name for c in rep.checks]
+    for want in ("O_EXCL create", "hard link", "stable inode numbers", "directory fd pins a renamed version",
+                 "fsync of a file", "mtime resolution"):
+        assert want in names
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_probe_with_peer_runs_the_cross_mount_checks(tmp_path):
+    rep = probe(tmp_path, peer=tmp_path)      # the same folder: every cross-host check must pass
+    assert rep.verdict == "safe", rep.to_dict()
+    assert {"directory rename seen by the peer at once", "peer fd survives a replace",
+            "opens on the peer during replaces", "O_EXCL across mounts"} <= {c.name for c in rep.checks}
+
+
+def test_probe_command_line(tmp_path):
+    p = subprocess.run([sys.executable, "-m", "reuse_backend", "probe", str(tmp_path), "--json"],
+                       cwd=REPO_ROOT, capture_output=True, text=True, timeout=120)
+    assert p.returncode == 0, p.stderr
+    assert json.loads(p.stdout)["verdict"] == "safe"
+    p = subprocess.run([sys.executable, "-m", "reuse_backend", "probe", str(tmp_path / "missing")],
+                       cwd=REPO_ROOT, capture_output=True, text=True, timeout=120)
+    assert p.returncode == 2 and "not a directory" in p.stderr
+
+
+def test_probe_verdict_unsafe_when_a_check_fails(tmp_path, monkeypatch):
+    monkeypatch.setattr(fsys, "mount_of", lambda path: ("/mnt/juice", "fuse.juicefs", "redis://x"))
+    rep = probe(tmp_path)
+    assert rep.verdict == "unsafe"
+    assert any(c.name == "filesystem policy" and "JuiceFS" in c.detail for c in rep.checks)
+
+
+def test_mount_of_finds_the_longest_mount_point(tmp_path):
+    mp, fstype, _ = fsys.mount_of(tmp_path)
+    assert str(tmp_path).startswith(mp) and fstype != "unknown"
+    assert fsys.mount_of("/")[0] == "/"
+
+
+@pytest.mark.parametrize("fstype,word", [("fuse.sshfs", "sshfs"), ("fuse.juicefs", "JuiceFS")])
+def test_refused_filesystems(tmp_path, monkeypatch, fstype, word):
+    write_version(Cache(tmp_path, "c"), 1)
+    monkeypatch.setattr(fsys, "mount_of", lambda path: ("/mnt/x", fstype, "server:/vol"))
+    with pytest.raises(UnsupportedFilesystemError, match=word) as ei:
+        Cache(tmp_path, "c").begin()
+    assert ei.value.details["filesystem"] == fstype and ei.value.fix
+    with pytest.raises(UnsupportedFilesystemError):
+        Cache(tmp_path, "c").snapshot()             # readers too: they could be served a stale version
+    monkeypatch.setenv(fsys.ENV_TRUSTED, fstype)   # an operator who probed it with --peer
+    fsys.reset_cache()
+    Cache(tmp_path, "c").begin().discard()
+
+
+STRICT = ["/usr/sbin/glusterfs", "--entry-timeout=0", "--attribute-timeout=0", "--negative-timeout=0",
+          "--fopen-keep-cache=false", "--volfile-server=10.0.0.1", "--volfile-id=gv0"]
+GRAPH_STOCK = """[2026-12-01 09:00:00] I [MSGID: 101190] Final graph:
++------------------------------------------------------------------------------+
+  1: volume gv0-client-0
+  2:     type protocol/client
+  9: volume gv0-md-cache
+ 10:     type performance/md-cache
+ 14: volume gv0-quick-read
+ 15:     type performance/quick-read
++------------------------------------------------------------------------------+
+"""
+GRAPH_STRICT = """[2026-12-01 09:00:00] I [MSGID: 101190] Final graph:
++------------------------------------------------------------------------------+
+  1: volume gv0-client-0
+  2:     type protocol/client
+  5: volume gv0-dht
+  6:     type cluster/distribute
++------------------------------------------------------------------------------+
+"""
+
+
+@pytest.mark.parametrize("argv,graph,ok,word", [
+    (STRICT, GRAPH_STRICT, True, ""),
+    (STRICT, GRAPH_STOCK, False, "caching translators"),
+    (["/usr/sbin/glusterfs", "--volfile-server=10.0.0.1"], GRAPH_STRICT, False, "client options"),
+    (None, GRAPH_STRICT, False, "cannot see the GlusterFS client"),
+])
+def test_glusterfs_policy(tmp_path, monkeypatch, argv, graph, ok, word):
+    log = tmp_path / "client.log"
+    log.write_text("older lines\n" + graph)
+    mnt = str(tmp_path / "mnt")
+    full = None if argv is None else argv + [f"--log-file={log}", mnt]
+    monkeypatch.setattr(fsys, "mount_of", lambda path: (mnt, "fuse.glusterfs", "10.0.0.1:/gv0"))
+    monkeypatch.setattr(fsys, "_fuse_client_cmdline", lambda mp, prog: full)
+    problem = fsys.policy_problem(tmp_path)
+    if ok:
+        assert problem is None
+    else:
+        assert problem and word in problem and "performance.stat-prefetch off" in problem
