@@ -26,6 +26,7 @@ class GraphView:
     def __init__(self, prompt: dict | None, dynprompt=None):
         self.prompt = prompt or {}
         self.dynprompt = dynprompt
+        self._passthrough: dict | None = None
 
     def get(self, node_id):
         if self.dynprompt is not None:
@@ -47,12 +48,17 @@ def own_skip_inputs(prompt_like, node_ids=None) -> dict:
 
 def passthrough_classes(prompt_like) -> dict:
     """Encode-or-Reuse nodes are transparent: a key sees straight through to their value input."""
+    cached = getattr(prompt_like, "_passthrough", None)
+    if cached is not None:        # one scan per view: a dry run computes hundreds of keys on it
+        return cached
     out = {}
     nodes = prompt_like.prompt.values() if isinstance(prompt_like, GraphView) else prompt_like.values()
     for node in nodes:
         ct = node.get("class_type", "") if isinstance(node, dict) else ""
         if ct.startswith(ENCODE_PREFIX):
             out[ct] = "value"
+    if isinstance(prompt_like, GraphView):
+        prompt_like._passthrough = out
     return out
 
 

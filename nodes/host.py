@@ -23,7 +23,8 @@ from ..reuse_backend.store import roots
 log = logging.getLogger("seedreuse")
 
 ROOT_ENV = "SEEDREUSE_CACHE_ROOT"
-_FILE_RE = re.compile(r"^[^\n\r\x00]{1,512}.[A-Za-z0-9]{1,16}( \[(input|output|temp)\])?$")
+# a file name: anything, a dot, an extension, and ComfyUI's optional " [input]" annotation
+_FILE_RE = re.compile(r"^[^\n\r\x00]{1,512}\.[A-Za-z0-9]{1,16}( \[(input|output|temp)\])?$")
 
 
 def cache_root() -> str:

@@ -78,13 +78,16 @@ class PromptContext:
                 self.snapshots[k] = None
         return self.snapshots[k]
 
-    def use_slot(self, root: str, name: str, slot: str) -> None:
-        used = self.used_slots.setdefault((root, name), set())
-        if slot in used:
-            raise InvalidRequestError(f"slot '{slot}' is used by two Encode-or-Reuse nodes on cache '{name}'",
+    def use_slot(self, root: str, name: str, slot: str, node_id: str | None = None) -> None:
+        """One node per slot and cache in a prompt. The same node may execute more than once in
+        one prompt (with --cache-none ComfyUI re-runs ancestors of expanded loop nodes)."""
+        used = self.used_slots.setdefault((root, name), {})
+        if slot in used and used[slot] != node_id:
+            raise InvalidRequestError(f"slot '{slot}' is used by two Encode-or-Reuse nodes on cache '{name}' "
+                                      f"(nodes {used[slot]} and {node_id})",
                                       expected="a unique slot name per node", actual=slot,
                                       fix="give each Encode or Reuse node its own slot name")
-        used.add(slot)
+        used[slot] = node_id
 
     def close_snapshots(self) -> None:
         for snap in self.snapshots.values():

@@ -42,6 +42,7 @@ TIERS = {
     "families": "the support matrix (Wan 2.2, Qwen-Image, InfiniteTalk) in real workers",
     "browser": "the web extension in a real Chromium against a real worker",
     "soak": "many requests with injected failures, interrupts and kills",
+    "sharedfs": "real shared filesystems (GlusterFS, ...) across simulated hosts in network namespaces",
 }
 SMOKE_FILES = {"test_pack_loads.py", "test_host_smoke.py"}   # the host part of the fast lane
 
@@ -50,6 +51,8 @@ def _tier(item) -> str:
     parts = Path(str(item.fspath)).relative_to(Path(__file__).resolve().parent).parts
     if parts[0] in ("backend", "browser", "soak", "families"):
         return parts[0]
+    if parts[0] == "shared_fs":
+        return "sharedfs"
     return "host" if item.get_closest_marker("comfy") else "backend"
 
 

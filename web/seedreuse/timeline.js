@@ -20,8 +20,10 @@ export function timelineModel(node) {
   const valid = d && Array.isArray(d.valid_n) ? d.valid_n : null;
   const starts = (prev && prev.segment_starts) || null;
   const prefix = (d && d.prefix_frames_by_n) || [];
+  // the dry run lists at most `listed_segments` entries for very long videos: draw those only
+  const shown = d && typeof d.listed_segments === "number" ? Math.min(S, d.listed_segments) : Math.min(S, 10000);
   const segments = [];
-  for (let k = 0; k < S; k++) {
+  for (let k = 0; k < shown; k++) {
     segments.push({
       index: k,
       start: starts && starts[k] != null ? starts[k] : null,
