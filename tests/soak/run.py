@@ -4,8 +4,10 @@
 
 Starts 3 real ComfyUI workers sharing one cache root, runs the serial request chain with
 injected failures / interrupts / SIGKILLs (tests/soak/soak.py), prints the report and exits
-non-zero on any corruption, lost success or violation. The JSON report (every step) is
-written to <base-dir>/soak-report.json.
+non-zero on any corruption, lost success or violation, or on a mandatory fault kind that never
+happened (the mandatory phase always runs in full, also beyond --requests / --time-budget,
+which only bound the random tail). The JSON report (every step) is written to
+<base-dir>/soak-report.json.
 """
 from __future__ import annotations
 
@@ -16,7 +18,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from tests.soak.soak import LocalFleet, Soak, SoakConfig, assert_clean, format_report
+from tests.soak.soak import LocalFleet, Soak, SoakConfig, assert_clean, assert_coverage, format_report
 
 
 def main(argv=None) -> int:
@@ -24,7 +26,8 @@ def main(argv=None) -> int:
     ap.add_argument("--requests", type=int, default=60)
     ap.add_argument("--workers", type=int, default=3)
     ap.add_argument("--seed", type=int, default=20240601)
-    ap.add_argument("--time-budget", type=float, default=None, help="seconds; no new request after it")
+    ap.add_argument("--time-budget", type=float, default=None,
+                    help="seconds; no new tail request after it (the mandatory phase always runs)")
     ap.add_argument("--base-dir", type=Path, default=None)
     ap.add_argument("--keep", action="store_true", help="keep the base dir (workers, cache, logs)")
     ap.add_argument("--quiet", action="store_true")
@@ -47,6 +50,7 @@ def main(argv=None) -> int:
         print(format_report(r))
         print(f"report: {base / 'soak-report.json'}")
         assert_clean(r, min_requests=min(a.requests, 1))
+        assert_coverage(r)
         ok = True
     finally:
         fleet.stop()

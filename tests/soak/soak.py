@@ -3,16 +3,35 @@
 The client sends one request at a time (the serial contract: it waits for the terminal
 event before sending the next), each to a random worker (seeded RNG). Requests mix
 Encoder Reuse (``t2v_reuse``, reuse auto / require, one of two prompt texts) and Segment
-Reuse (``segment_graph``, random N in 0..S-1, random seed). Faults are injected at random:
+Reuse (``segment_graph``, random N in 0..S-1, random seed). Fault kinds:
 
-* ``fail``      SeedReuseTestFail after sampling (t2v: VAEDecode -> CreateVideo; segments:
-                inside the loop body after VAEDecode when N = 0, or between Segment Loop End
-                and Prefix Merge);
-* ``interrupt`` SeedReuseTestSlow at the same places; POST /interrupt once it is executing;
-* ``kill``      SIGKILL of the worker during the run's last phase, either
-                ``late`` (a random delay after the last node starts, calibrated on earlier
-                runs) or ``fs`` (the moment the commit is seen on disk: ``<name>.tmp/manifest.json``
-                or ``<name>.old`` appears, plus a random 0..3 ms); the worker is restarted.
+* ``fail``       SeedReuseTestFail after sampling (t2v: VAEDecode -> CreateVideo; segments:
+                 inside the loop body after VAEDecode when N = 0, or between Segment Loop End
+                 and Prefix Merge);
+* ``interrupt``  SeedReuseTestSlow at the same places; POST /interrupt once it is executing;
+* ``kill:*``     SIGKILL of the worker (which is then restarted), triggered by
+  - ``late``         a random delay after the last node starts (calibrated on earlier runs);
+  - ``tmp-manifest`` ``<name>.tmp/<staging id>/manifest.json`` appearing (+ 0..3 ms);
+  - ``.old``         ``<name>.old`` appearing (+ 0..3 ms);
+  - ``hold``         the run held in a SeedReuseTestSlow node before its last phase (at the
+                     places above): always a kill before the commit, staging and lock left behind;
+  - ``success``      the client receiving ``execution_success``: always a kill after the commit
+                     (the pack commits before it reports success).
+
+Coverage is deterministic: the run starts with a *mandatory phase* that plans, in an order
+shuffled by the seed, one request per kind of ``MANDATORY`` (fail, interrupt, kill:late,
+kill:tmp-manifest, kill:.old, and ``resume``: a clean Segment Reuse request with N > 0), each
+on a request re-planned if needed so that it can take it (a commit for a kill, a committed
+version for ``.old`` / ``resume``). A planned kind that did not happen (e.g. a kill whose trigger
+never came) is planned again on the next request, at most ``max_attempts`` times. When the
+mandatory kinds are done, ``kill:hold`` and / or ``kill:success`` are added if no kill so far
+landed before / after a commit, so both outcomes are always covered. The commit-window
+triggers never depend on speed: the watcher is armed before the prompt is queued and reads
+inotify events (queued by the kernel, so a window the run passed while this process had no
+CPU is still seen, if late); and when the run committed without the trigger having been seen
+(no inotify), the trigger provably happened and the kill lands right after the success. The
+time budget and ``requests`` only shorten the random tail that follows (faults dealt from a
+seeded deck); they never cut the mandatory phase.
 
 After every step the cache is compared with a model of "the last successful request":
 
@@ -21,7 +40,8 @@ After every step the cache is compared with a model of "the last successful requ
               output video), or unchanged for an all-hit Encoder Reuse request;
 * error / interrupted -> the committed manifest is unchanged (byte-for-byte same dict);
 * killed    -> unchanged (the request failed) or this request's (it counts as a success);
-              anything else is a corruption.
+              anything else is a corruption; a client that saw success must find this
+              request's version (else: a lost success).
 
 and the work done is checked: a reused slot means stand-in encode/loader counts of 0, a
 segment run samples exactly S - N times (``executing`` events whose display_node is the
@@ -32,13 +52,15 @@ owner's lock, ``.old``), which the next request on that cache must clean up.
 """
 from __future__ import annotations
 
+import ctypes
 import hashlib
 import json
 import os
 import random
+import select
 import shutil
 import socket
-import sys
+import struct
 import threading
 import time
 import urllib.error
@@ -69,6 +91,12 @@ TEXTS = ("a red fox in the snow", "a blue bird on a wire")
 SEG_TEXT = "a talking test head"
 FAULT_NODE = "300"
 KILL_ERRORS = (WorkerError, HTTPFailure, urllib.error.URLError, ConnectionError, OSError)
+FS_TARGETS = ("tmp-manifest", ".old")
+# the mandatory phase: every kind once, in a seeded order, before any time budget applies
+MANDATORY = ("fail", "interrupt", "kill:late", "kill:tmp-manifest", "kill:.old", "resume")
+# kill outcomes that must be covered, and the kind that produces each whatever the speed
+TOP_UPS = (("kill-before-commit", "kill:hold"), ("kill-after-commit", "kill:success"))
+HOLD_S = 120.0      # a kill:hold run sleeps this long in its slow node (killed well before)
 
 
 # ------------------------------------------------------------------ configuration / records
@@ -80,8 +108,10 @@ class SoakConfig:
     fail: float = 0.15          # share of requests with an injected node failure
     interrupt: float = 0.12     # ... with an interrupt
     kill: float = 0.12          # ... with a SIGKILL in the last phase
-    min_each: int = 2           # at least this many of each fault
-    time_budget_s: float | None = None   # no new (non-follow-up) request after this
+    min_each: int = 2           # at least this many of each fault (mandatory phase + tail)
+    time_budget_s: float | None = None   # no new tail request after this (never cuts the mandatory phase)
+    mandatory: bool = True      # start with the mandatory phase (MANDATORY, then TOP_UPS)
+    max_attempts: int = 3       # a mandatory kind that did not happen is planned again, this often in all
     request_timeout_s: float = 240.0
     t2v_share: float = 0.45
     verbose: bool = True
@@ -101,11 +131,16 @@ class Request:
     text: str
     N: int = 0
     fault: str = "none"       # none | fail | interrupt | kill
-    where: str = ""           # fault location
-    kill_mode: str = ""       # late | fs
+    where: str = ""           # fault location (fail, interrupt, kill hold)
+    kill_mode: str = ""       # late | tmp-manifest | .old | hold | success
     prediction: str = ""      # commit | hit | reject
     reject_reason: str = ""
     follow_up: bool = False
+    mandatory: str = ""       # the mandatory kind this request serves ("" in the tail)
+
+    @property
+    def kind_planned(self) -> str:
+        return f"kill:{self.kill_mode}" if self.fault == "kill" else self.fault
 
 
 @dataclass
@@ -208,13 +243,161 @@ def slot_actions(res, nodes: dict) -> dict:
     return acts
 
 
+class _Inotify:
+    """Minimal inotify through ctypes (Linux). The kernel queues an event during the system call
+    that causes it, so a window that the run passed while this process had no CPU is still
+    reported (late), never missed. Raises OSError where inotify is unavailable."""
+    IN_MOVED_TO, IN_CREATE, IN_Q_OVERFLOW, IN_ISDIR = 0x80, 0x100, 0x4000, 0x40000000
+    _HDR = struct.Struct("iIII")
+
+    def __init__(self):
+        try:
+            libc = ctypes.CDLL(None, use_errno=True)
+            init, add = libc.inotify_init1, libc.inotify_add_watch
+        except (OSError, AttributeError) as e:
+            raise OSError(f"no inotify: {e}") from e
+        add.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.c_uint32]
+        self._add = add
+        self.fd = init(os.O_NONBLOCK | os.O_CLOEXEC)
+        if self.fd < 0:
+            raise OSError(ctypes.get_errno(), "inotify_init1 failed")
+        self.dirs: dict[int, Path] = {}
+
+    def watch(self, path: Path) -> bool:
+        wd = self._add(self.fd, os.fsencode(path), self.IN_CREATE | self.IN_MOVED_TO)
+        if wd < 0:
+            return False
+        self.dirs[wd] = Path(path)
+        return True
+
+    def read(self, timeout: float) -> list[tuple[Path | None, int, str]]:
+        """(directory, mask, name) of the queued events; waits up to timeout for the first."""
+        if not select.select([self.fd], [], [], timeout)[0]:
+            return []
+        try:
+            buf = os.read(self.fd, 1 << 16)
+        except BlockingIOError:
+            return []
+        out, i = [], 0
+        while i + self._HDR.size <= len(buf):
+            wd, mask, _cookie, n = self._HDR.unpack_from(buf, i)
+            name = buf[i + self._HDR.size:i + self._HDR.size + n].rstrip(b"\0").decode(errors="replace")
+            out.append((self.dirs.get(wd), mask, name))
+            i += self._HDR.size + n
+        return out
+
+    def close(self) -> None:
+        os.close(self.fd)
+
+
+class CommitWatch:
+    """One commit-window trigger of one run, armed before the prompt is queued.
+
+    ``.old``: ``<name>.old`` created or renamed into place (the commit's ``current -> .old``).
+    ``tmp-manifest``: ``manifest.json`` in a staging directory ``<name>.tmp/<id>/`` that was
+    created (mkdir) during this run; stale staging directories present at the start, or moved
+    aside by recovery (``.stale-*``), never count. Only transitions during the run count.
+
+    ``seen(timeout)`` reads inotify events (and also polls the paths, for filesystems or
+    machines without inotify). ``implied_by_commit(prompt_id)`` says whether a run that has
+    committed must have passed the trigger: its staged manifest always existed, and ``.old``
+    existed when there was a version to move aside.
+    """
+
+    def __init__(self, root: Path, name: str, target: str):
+        assert target in FS_TARGETS, target
+        self.root, self.name, self.target = Path(root), name, target
+        self.tmp, self.old, self.current = self.root / f"{name}.tmp", self.root / f"{name}.old", self.root / name
+        self.had_version = os.path.lexists(self.current) or os.path.lexists(self.old)
+        self.baseline = set(self._listdir(self.tmp))     # staging directories before the run
+        self.new_staging: set[str] = set()
+        self.armed_old = not os.path.lexists(self.old)   # polling: absent -> present
+        self.via = "poll"
+        try:
+            self.ino = _Inotify()
+        except OSError:
+            self.ino = None
+        if self.ino is not None:
+            self.via = "inotify"
+            self.ino.watch(self.root)
+            if target == "tmp-manifest" and os.path.isdir(self.tmp):
+                self.ino.watch(self.tmp)
+
+    @staticmethod
+    def _listdir(path) -> list[str]:
+        try:
+            return os.listdir(path)
+        except OSError:
+            return []
+
+    def _staging_created(self, entry: str) -> bool:
+        """A staging directory created during this run: watch it; True if its manifest is there."""
+        if entry in self.baseline or entry.startswith("."):      # .stale-*: moved aside by recovery
+            return False
+        d = self.tmp / entry
+        if entry not in self.new_staging:
+            self.new_staging.add(entry)
+            if self.ino is not None:
+                self.ino.watch(d)
+        return os.path.lexists(d / "manifest.json")
+
+    def _scan_tmp(self) -> bool:
+        return any([self._staging_created(e) for e in self._listdir(self.tmp)])
+
+    def _poll(self) -> bool:
+        if self.target == ".old":
+            if os.path.lexists(self.old):
+                return self.armed_old
+            self.armed_old = True
+            return False
+        return self._scan_tmp()
+
+    def seen(self, timeout: float) -> bool:
+        if self.ino is None:
+            if timeout:
+                time.sleep(timeout)
+            return self._poll()
+        hit = False
+        for d, mask, entry in self.ino.read(timeout):
+            if mask & _Inotify.IN_Q_OVERFLOW:
+                continue                      # the poll below still looks at the paths
+            if self.target == ".old":
+                hit = hit or (d == self.root and entry == self.old.name)
+            elif d == self.root and entry == self.tmp.name:      # <name>.tmp (re)created
+                self.ino.watch(self.tmp)
+                hit = self._scan_tmp() or hit
+            elif d == self.tmp and mask & _Inotify.IN_ISDIR:
+                hit = self._staging_created(entry) or hit
+            elif d is not None and d.parent == self.tmp and entry == "manifest.json":
+                hit = True
+        return self._poll() or hit
+
+    def implied_by_commit(self, prompt_id: str) -> bool:
+        try:
+            committed = json.loads((self.current / "manifest.json").read_bytes())
+        except (OSError, ValueError):
+            return False
+        if not isinstance(committed, dict) or (committed.get("run") or {}).get("prompt_id") != prompt_id:
+            return False
+        return self.target == "tmp-manifest" or self.had_version
+
+    def close(self) -> None:
+        if self.ino is not None:
+            self.ino.close()
+            self.ino = None
+
+
 class Soak:
     def __init__(self, fleet, cfg: SoakConfig, out_dir: Path, log=print):
         self.fleet, self.cfg = fleet, cfg
         self.root = Path(fleet.cache_root)
         self.out = Path(out_dir)
         self.out.mkdir(parents=True, exist_ok=True)
+        # three streams, so that the plan (requests, faults, their order) never depends on
+        # timing: rng plans, jit draws kill / interrupt delays, frng picks follow-up workers
         self.rng = random.Random(cfg.seed)
+        self.jit = random.Random(cfg.seed * 7919 + 1)
+        self.frng = random.Random(cfg.seed * 7919 + 2)
         self.log = log if cfg.verbose else (lambda *a, **k: None)
         self.models = {T2V_CACHE: CacheModel(T2V_CACHE), SEG_CACHE: CacheModel(SEG_CACHE)}
         self.steps: list[Step] = []
@@ -224,14 +407,24 @@ class Soak:
         self.lost: list[str] = []
         self.calib = {"t2v": 0.15, "segment": 0.15}   # seconds from last node start to terminal
         self.seeds_used: set = set()
-        n = cfg.requests
-        counts = {k: max(cfg.min_each, round(n * getattr(cfg, k))) for k in ("fail", "interrupt", "kill")}
-        deck = [k for k, v in counts.items() for _ in range(v)]
-        deck += ["none"] * max(0, n - len(deck))
-        self.rng.shuffle(deck)
-        self.deck = deck
+        # mandatory phase: the kinds still to plan (head first), per-kind bookkeeping
+        self.queue: list[str] = []
+        if cfg.mandatory and not cfg.expect_refused:   # on a refused root no fault can ever apply
+            self.queue = list(MANDATORY)
+            self.rng.shuffle(self.queue)
+        self.cov: dict[str, dict] = {k: self._cov_entry() for k in self.queue}
+        self.mandatory_active = bool(self.queue)
+        self.mandatory_planned = 0     # non-follow-up requests planned in the mandatory phase
+        self.mandatory_steps = 0       # requests run in it (follow-ups included)
+        self.mandatory_seconds = None
+        self.max_mandatory = cfg.max_attempts * (len(MANDATORY) + len(TOP_UPS)) + 6
+        self.deck: list[str] | None = None    # the tail's faults, dealt when the mandatory phase ends
         self.followups: list[tuple[str, int]] = []   # (cache, worker index) forced next
         self.t_start = None
+
+    @staticmethod
+    def _cov_entry() -> dict:
+        return {"attempts": 0, "happened": 0, "outcomes": []}
 
     # -------------------------------------------------------------- planning
     def _new_seed(self) -> int:
@@ -271,7 +464,8 @@ class Soak:
             else:
                 req.prediction = "commit"
 
-    def _plan(self, idx: int, forced: tuple[str, int] | None) -> Request:
+    def _draw(self, idx: int, forced: tuple[str, int] | None) -> Request:
+        """A random request (plan RNG); a follow-up keeps its cache and worker."""
         rng = self.rng
         if forced is not None:
             cache, worker = forced
@@ -286,20 +480,140 @@ class Soak:
                           self._new_seed(), SEG_TEXT, N=rng.randrange(S))
         req.follow_up = forced is not None
         self._predict(req)
+        return req
+
+    def _takes(self, req: Request, kind: str) -> bool:
+        """Can this request take the mandatory kind (and make it happen)?"""
+        if req.prediction == "reject":
+            return False
+        if kind.startswith("kill:") and req.prediction != "commit":
+            return False
+        if kind == "kill:.old" and self.models[req.cache].manifest is None:
+            return False                     # a first commit moves nothing aside
+        if kind == "resume" and (req.kind != "segment" or req.N == 0 or req.prediction != "commit"):
+            return False
+        return True
+
+    def _fit(self, req: Request, kind: str) -> tuple[Request, bool]:
+        """``req``, or the same request re-planned (same index, seed and worker; a follow-up keeps
+        its cache) into an ``auto`` request that can take ``kind``. If none can (no committed
+        version yet for ``.old`` / ``resume``), the re-planned request runs clean and creates one."""
+        if self._takes(req, kind):
+            return req, True
+        caches = [req.cache] if req.follow_up else ([SEG_CACHE] if kind == "resume" else [SEG_CACHE, T2V_CACHE])
+        fallback = None
+        for cache in caches:
+            m = self.models[cache]
+            if cache == SEG_CACHE:
+                if m.manifest is None:
+                    n = 0
+                else:
+                    n = self.rng.randrange(1, S) if kind == "resume" else self.rng.randrange(S)
+                cand = Request(req.idx, "segment", cache, req.worker, "auto", req.seed, SEG_TEXT, N=n)
+            else:
+                text = next((t for t in TEXTS if t != m.text), TEXTS[0]) if m.manifest is not None else req.text
+                cand = Request(req.idx, "t2v", cache, req.worker, "auto", req.seed, text)
+            cand.follow_up = req.follow_up
+            self._predict(cand)
+            if self._takes(cand, kind):
+                return cand, True
+            if fallback is None and cand.prediction == "commit":
+                fallback = cand
+        return (fallback or req), False
+
+    def _where(self, req: Request) -> str:
+        if req.kind == "t2v":
+            return "after VAEDecode"
+        # a node inside the body changes the segment key: only for N = 0
+        return self.rng.choice(["loop body", "before merge"]) if req.N == 0 else "before merge"
+
+    def _apply(self, req: Request, kind: str) -> None:
+        if kind in ("fail", "interrupt"):
+            req.fault, req.where = kind, self._where(req)
+        elif kind.startswith("kill:"):
+            req.fault, req.kill_mode = "kill", kind.split(":", 1)[1]
+            if req.kill_mode == "hold":
+                req.where = self._where(req)
+
+    def _plan(self, idx: int, forced: tuple[str, int] | None) -> Request:
+        req = self._draw(idx, forced)
+        if self.mandatory_active:
+            if not self.queue:
+                return req
+            kind = self.queue[0]
+            req, fits = self._fit(req, kind)
+            if fits:
+                self.queue.pop(0)
+                self._apply(req, kind)
+                req.mandatory = kind
+                self.cov[kind]["attempts"] += 1
+            return req
         fault = self.deck.pop(0) if self.deck else "none"
         applicable = req.prediction != "reject" and (fault != "kill" or req.prediction == "commit")
         if fault != "none" and not applicable:
             self.deck.insert(0, fault)          # deferred to the next request that can take it
             fault = "none"
-        req.fault = fault
-        if fault in ("fail", "interrupt"):
-            if req.kind == "t2v":
-                req.where = "after VAEDecode"
-            else:   # a node inside the body changes the segment key: only for N = 0
-                req.where = rng.choice(["loop body", "before merge"]) if req.N == 0 else "before merge"
-        elif fault == "kill":
-            req.kill_mode = rng.choice(["late", "fs", "fs"])
+        if fault == "kill":
+            mode = self.rng.choice(["late", "fs", "fs"])
+            if mode == "fs":
+                mode = self.rng.choice(FS_TARGETS)
+                if mode == ".old" and self.models[req.cache].manifest is None:
+                    mode = "tmp-manifest"      # no version to move aside yet
+            self._apply(req, f"kill:{mode}")
+        elif fault != "none":
+            self._apply(req, fault)
         return req
+
+    def _happened(self, req: Request, step: Step) -> bool:
+        kind, cls = req.mandatory, step.classified
+        if kind == "fail":
+            return cls == "failed"
+        if kind == "interrupt":
+            return cls == "interrupted"
+        if kind == "kill:hold":
+            return cls == "kill-before-commit"
+        if kind == "kill:success":
+            return cls == "kill-after-commit"
+        if kind.startswith("kill:"):
+            return step.outcome == "killed" and cls in ("kill-before-commit", "kill-after-commit")
+        if kind == "resume":
+            return cls == "success-commit" and req.N > 0
+        return False
+
+    def _account(self, req: Request, step: Step) -> None:
+        """Mandatory bookkeeping after a step: retry a kind that did not happen, add top-ups."""
+        if not self.mandatory_active:
+            return
+        self.mandatory_steps += 1
+        if req.mandatory:
+            cov = self.cov[req.mandatory]
+            cov["outcomes"].append(step.classified or "violation")
+            if self._happened(req, step):
+                cov["happened"] += 1
+            elif cov["attempts"] < self.cfg.max_attempts:
+                self.queue.insert(0, req.mandatory)      # planned again on the next request
+                step.notes.append(f"mandatory {req.mandatory} did not happen: planned again")
+            else:
+                step.notes.append(f"mandatory {req.mandatory} did not happen in {cov['attempts']} attempts")
+        if not self.queue:
+            for outcome, kind in TOP_UPS:
+                if not self.c[f"outcome:{outcome}"] and kind not in self.cov:
+                    self.cov[kind] = self._cov_entry()
+                    self.queue.append(kind)
+
+    def _end_mandatory(self) -> None:
+        self.mandatory_active = False
+        self.mandatory_seconds = round(time.monotonic() - self.t_start, 1)
+        self.queue.clear()
+        # the tail's deck: the configured shares of the remaining requests, topped up to min_each
+        n = max(0, self.cfg.requests - self.mandatory_planned)
+        done = Counter(k.split(":", 1)[0] for k in self.cov)
+        counts = {k: max(self.cfg.min_each - done[k], round(n * getattr(self.cfg, k)))
+                  for k in ("fail", "interrupt", "kill")}
+        deck = [k for k, v in counts.items() for _ in range(v)]
+        deck += ["none"] * max(0, n - len(deck))
+        self.rng.shuffle(deck)
+        self.deck = deck
 
     def _prompt(self, req: Request) -> tuple[dict, str]:
         if req.kind == "t2v":
@@ -319,6 +633,9 @@ class Soak:
                                   input_name="value", node_id=FAULT_NODE)
         elif req.fault == "interrupt":
             graphs.insert_between(p, *edge, "SeedReuseTestSlow", {"seconds": 60.0},
+                                  input_name="value", node_id=FAULT_NODE)
+        elif req.fault == "kill" and req.kill_mode == "hold":
+            graphs.insert_between(p, *edge, "SeedReuseTestSlow", {"seconds": HOLD_S},
                                   input_name="value", node_id=FAULT_NODE)
         return p, last
 
@@ -346,48 +663,41 @@ class Soak:
         """manifest.json of any staging directory (<name>.tmp/<staging id>/manifest.json)."""
         return sorted((self.root / f"{name}.tmp").glob("*/manifest.json"))
 
-    def _fs_watch(self, name: str, w: ComfyWorker, info: dict, stop: threading.Event, extra_delay: float,
-                  target: str):
-        tmp_manifest = "tmp-manifest"      # any <name>.tmp/<staging id>/manifest.json
-        old = self.root / f"{name}.old"
-        watch = [tmp_manifest] if target == "tmp-manifest" else [old]
-        # only a transition absent -> present counts (a kill's leftovers may exist at the start)
-        armed = {tmp_manifest: False, old: False}
-
-        def present(path) -> bool:
-            return bool(self._staged_manifests(name)) if path == tmp_manifest else os.path.lexists(path)
-
-        while not stop.is_set():
-            hit = None
-            for path in watch:
-                if present(path):
-                    if armed[path]:
-                        hit = path
-                        break
-                else:
-                    armed[path] = True
-            if hit is not None:
-                info["trigger"] = "tmp-manifest" if hit == tmp_manifest else ".old"
-                if extra_delay:
-                    time.sleep(extra_delay)
-                self._kill_worker(w, info)
-                return
-            time.sleep(0.0002)
+    def _fs_watch(self, watch: CommitWatch, w: ComfyWorker, info: dict, stop: threading.Event,
+                  extra_delay: float) -> None:
+        """Kill ``w`` when ``watch`` sees its trigger; once ``stop`` is set, one last look (the
+        events of a commit are queued before the client can hear of its success)."""
+        tick = 0.05 if watch.ino is not None else 0.0002
+        try:
+            while True:
+                stopping = stop.is_set()
+                if watch.seen(0 if stopping else tick):
+                    info["trigger"] = watch.target + (" (seen after the run ended)" if stopping else "")
+                    if extra_delay:
+                        time.sleep(extra_delay)
+                    self._kill_worker(w, info)
+                    return
+                if stopping:
+                    return
+        except Exception as e:   # noqa: BLE001 - reported; the run goes on unkilled
+            info["watch_error"] = f"{type(e).__name__}: {e}"
 
     def _run(self, req: Request, w: ComfyWorker, prompt: dict, last: str):
         """Returns (RunResult or None, events seen, kill info)."""
         info: dict = {"cache": req.cache, "kill_done": threading.Event()}
         stop = threading.Event()
-        watcher = None
+        mode = req.kill_mode if req.fault == "kill" else ""
+        watch = watcher = None
         timers: list[threading.Timer] = []
+        if mode in FS_TARGETS:      # armed before the prompt is queued: every transition counts
+            watch = CommitWatch(self.root, req.cache, mode)
+            info["watch"] = watch.via
         h = w.start_run(prompt)
         info["prompt_id"] = h.prompt_id
-        if req.fault == "kill" and req.kill_mode == "fs":
-            delay = self.rng.choice([0.0, self.rng.uniform(0, 0.003)])
-            target = self.rng.choice(["tmp-manifest", ".old"])
+        if watch is not None:
+            delay = self.jit.choice([0.0, self.jit.uniform(0, 0.003)])
             info["delay"] = delay
-            watcher = threading.Thread(target=self._fs_watch, args=(req.cache, w, info, stop, delay, target),
-                                       daemon=True)
+            watcher = threading.Thread(target=self._fs_watch, args=(watch, w, info, stop, delay), daemon=True)
             watcher.start()
         deadline = time.monotonic() + self.cfg.request_timeout_s
         t_last = None
@@ -397,26 +707,48 @@ class Soak:
                 ev = h._recv(deadline)
                 if ev is None or ev.get("type") != "executing":
                     continue
-                node = str((ev.get("data") or {}).get("node"))
-                if req.fault == "interrupt" and node == FAULT_NODE and not info.get("interrupted"):
+                data = ev.get("data") or {}
+                node = str(data.get("node"))
+                at_fault = FAULT_NODE in (node, str(data.get("display_node")))
+                if at_fault and req.fault == "interrupt" and not info.get("interrupted"):
                     info["interrupted"] = True
-                    d = self.rng.uniform(0.0, 0.3)
+                    d = self.jit.uniform(0.0, 0.3)
                     t = threading.Timer(d, lambda: w.interrupt(h.prompt_id))
+                    timers.append(t)
+                    t.start()
+                if at_fault and mode == "hold" and not info.get("hold_seen"):
+                    # the run now sleeps HOLD_S s in the slow node: the kill lands before its commit
+                    info["hold_seen"], info["trigger"] = True, "held in the slow node"
+                    d = info["delay"] = self.jit.uniform(0.0, 0.3)
+                    t = threading.Timer(d, self._kill_worker, args=(w, info))
                     timers.append(t)
                     t.start()
                 if node == last and t_last is None:
                     t_last = time.monotonic()
-                    if req.fault == "kill" and req.kill_mode == "late":
-                        d = self.rng.uniform(0.0, 1.3 * self.calib[req.kind])
-                        info["delay"] = d
+                    if mode == "late":
+                        d = self.jit.uniform(0.0, 1.3 * self.calib[req.kind])
+                        info["delay"], info["trigger"] = d, "late"
                         t = threading.Timer(d, self._kill_worker, args=(w, info))
                         timers.append(t)
                         t.start()
             t_end = time.monotonic()
-            if t_last is not None and h.terminal["type"] == "execution_success" and req.fault == "none":
+            info["terminal"] = h.terminal
+            ok = h.terminal["type"] == "execution_success"
+            if mode == "success" and ok:
+                info["trigger"] = "execution_success"     # the commit is done before this message
+                self._kill_worker(w, info)
+            if t_last is not None and ok and req.fault == "none":
                 self.calib[req.kind] = 0.5 * self.calib[req.kind] + 0.5 * (t_end - t_last)
             for t in timers:
                 t.join()
+            if watcher is not None:
+                stop.set()
+                watcher.join()
+                if not info.get("killed") and ok and watch.implied_by_commit(h.prompt_id):
+                    # the run committed, so it passed the trigger (no event was seen: no inotify
+                    # here, or the staging directory came and went before it could be watched)
+                    info["trigger"] = f"{mode} (implied by the commit, killed after it)"
+                    self._kill_worker(w, info)
             res = h.wait(self.cfg.request_timeout_s)
         except KILL_ERRORS as e:
             if not info.get("killed"):
@@ -428,10 +760,13 @@ class Soak:
                 t.cancel() if not info.get("killed") else None
             if watcher is not None:
                 watcher.join(timeout=5)
+            if watch is not None:
+                watch.close()
             try:
                 h.ws.close()
             except Exception:
                 pass
+        info["cached"] = list(h.cached)
         if info.get("killed"):
             info["kill_done"].wait(60)        # the killer thread must be done with the worker
             info["client_saw"] = h.terminal["type"] if h.terminal else None
@@ -441,15 +776,24 @@ class Soak:
     # -------------------------------------------------------------- the chain
     def run(self) -> dict:
         self.t_start = time.monotonic()
-        idx = 0
+        if not self.mandatory_active:
+            self._end_mandatory()
+        idx = planned = 0
         while True:
             forced = self.followups.pop(0) if self.followups else None
             if forced is None:
-                if idx >= self.cfg.requests:
-                    break
-                if self.cfg.time_budget_s is not None and time.monotonic() - self.t_start > self.cfg.time_budget_s:
-                    self.c["stopped_by_time_budget"] = 1
-                    break
+                if self.mandatory_active and (not self.queue or self.mandatory_planned >= self.max_mandatory):
+                    self._end_mandatory()          # done (or out of bounded attempts: reported)
+                if not self.mandatory_active:
+                    # the tail: cut by the request count or the time budget, never the mandatory phase
+                    if planned >= self.cfg.requests:
+                        break
+                    if self.cfg.time_budget_s is not None and time.monotonic() - self.t_start > self.cfg.time_budget_s:
+                        self.c["stopped_by_time_budget"] = 1
+                        break
+                else:
+                    self.mandatory_planned += 1
+                planned += 1
             idx += 1
             req = self._plan(idx, forced)
             self._step(req)
@@ -460,7 +804,7 @@ class Soak:
                 hosts = [i for i, w in enumerate(self.fleet.workers)
                          if m.lock_owner is None or self.fleet.host_of(w) == m.lock_owner.get("host")]
                 req = self._plan(idx, (name, hosts[0]))
-                req.fault = "none"
+                req.fault, req.kill_mode, req.where = "none", "", ""
                 self._step(req)
         for name in self.models:
             probs = check(self.root, name)
@@ -500,10 +844,11 @@ class Soak:
         self.steps.append(step)
         self.c["requests"] += 1
         self.c[f"outcome:{step.classified}"] += 1
+        self._account(req, step)
+        fault = req.kind_planned + (f" ({req.where})" if req.where else "")
         self.log(f"[soak {req.idx:3d}] {self.fleet.host_of(w)}/{w.name:7s} {req.kind:7s} mode={req.mode:7s} "
-                 f"N={req.N if req.kind == 'segment' else '-'} text={req.text[:12]!r:14s} fault={req.fault:9s}"
-                 f"{' (' + (req.where or req.kill_mode) + ')' if req.fault != 'none' else ''} "
-                 f"pred={req.prediction:6s} -> {step.classified} ({secs:.1f}s)"
+                 f"N={req.N if req.kind == 'segment' else '-'} text={req.text[:12]!r:14s} fault={fault:17s} "
+                 f"{'[M] ' if req.mandatory else ''}pred={req.prediction:6s} -> {step.classified} ({secs:.1f}s)"
                  + (f" [{'; '.join(step.notes)}]" if step.notes else ""))
 
     def _resync(self) -> None:
@@ -707,14 +1052,21 @@ class Soak:
         self.c["kills"] += 1
         m = self.models[req.cache]
         saw = info.get("client_saw")
+        fs = info.get("fs_state") or []
+        if ".old" in fs or ".tmp/*/manifest.json" in fs:
+            self.c["kills_in_commit_window"] += 1
         step.notes.append(f"kill {req.kill_mode} trigger={info.get('trigger', '-')} "
-                          f"delay={info.get('delay', 0) * 1000:.1f}ms fs={info.get('fs_state')} client_saw={saw}")
+                          f"delay={info.get('delay', 0) * 1000:.1f}ms fs={fs} client_saw={saw}"
+                          + (f" watch={info['watch']}" if info.get("watch") else "")
+                          + (f" WATCH ERROR {info['watch_error']}" if info.get("watch_error") else ""))
+        t0 = time.monotonic()
         try:
             self._classify_kill(req, w, info, step, m, saw)
         finally:
             self.fleet.restart(w)
             graphs.write_test_image(Path(w.input_dir) / "ref.png", seed=7)
             self.c["restarts"] += 1
+            step.notes.append(f"restart {time.monotonic() - t0:.1f}s")
 
     def _classify_kill(self, req: Request, w: ComfyWorker, info: dict, step: Step, m: CacheModel, saw) -> None:
         lock_owner, _ = read_lock(self.root / f"{req.cache}.lock")
@@ -722,7 +1074,18 @@ class Soak:
         if lock_owner is not None and lock_owner.get("pid") == info.get("pid"):
             m.lock_owner = lock_owner
         actual = self._snapshot_manifest(req.cache)
-        if actual == m.manifest:
+        if saw in ("execution_error", "execution_interrupted"):
+            # no failure was injected: the request ended on its own before the kill landed
+            data = (info.get("terminal") or {}).get("data") or {}
+            raise SoakFailure(f"the request ended with {saw} before the kill: "
+                              f"{data.get('exception_type')}: {str(data.get('exception_message'))[:300]}")
+        if (actual == m.manifest and saw == "execution_success" and req.kind == "t2v"
+                and "101" in info.get("cached", ())):
+            # ComfyUI served the Encode-or-Reuse node from memory (see _after_run): this request
+            # never began a transaction, so it had nothing to publish; the kill came after its end
+            step.classified = "kill-nothing-to-publish"
+            self.c["kills_nothing_to_publish"] += 1
+        elif actual == m.manifest:
             step.classified = "kill-before-commit"
             self.c["kills_before_commit"] += 1
             if saw == "execution_success" and req.prediction == "commit":
@@ -763,8 +1126,8 @@ class Soak:
             others = [i for i, x in enumerate(self.fleet.workers) if self.fleet.host_of(x) != me]
             same = [i for i, x in enumerate(self.fleet.workers) if self.fleet.host_of(x) == me]
             if others and m.lock_owner is not None:
-                self.followups.append((req.cache, self.rng.choice(others)))
-            self.followups.append((req.cache, self.rng.choice(same)))
+                self.followups.append((req.cache, self.frng.choice(others)))
+            self.followups.append((req.cache, self.frng.choice(same)))
 
     def _check_all(self, req: Request, step: Step, touched: bool) -> None:
         for name, m in self.models.items():
@@ -776,7 +1139,7 @@ class Soak:
                 elif not any(f[0] == name for f in self.followups):   # served from memory: try again
                     same = [i for i, x in enumerate(self.fleet.workers) if m.lock_owner is None
                             or self.fleet.host_of(x) == m.lock_owner.get("host")]
-                    self.followups.append((name, self.rng.choice(same)))
+                    self.followups.append((name, self.frng.choice(same)))
             allowed = REPAIRABLE if self.cfg.expect_refused else m.leftovers
             bad = [p for p in probs if p.code not in allowed]
             if bad:
@@ -797,6 +1160,8 @@ class Soak:
             "kills_before_commit": c["kills_before_commit"],
             "kills_after_commit": c["kills_after_commit"],
             "kills_leaving_leftovers": c["kills_leaving_leftovers"],
+            "kills_in_commit_window": c["kills_in_commit_window"],
+            "kills_nothing_to_publish": c["kills_nothing_to_publish"],
             "kills_missed": c["kills_missed"],
             "leftovers_recovered_by_next_request": c["leftovers_recovered"],
             "restarts": c["restarts"],
@@ -811,6 +1176,16 @@ class Soak:
         }
         if c["stopped_by_time_budget"]:
             r["stopped_by_time_budget"] = True
+        planned = list(self.cov)
+        r["mandatory"] = {
+            "kinds": planned,
+            "requests": self.mandatory_steps,
+            "seconds": self.mandatory_seconds,
+            "complete": not self.mandatory_active and all(self.cov[k]["happened"] for k in planned),
+        }
+        r["coverage"] = {k: {"attempts": v["attempts"], "happened": v["happened"], "outcomes": v["outcomes"]}
+                         for k, v in self.cov.items()}
+        r["coverage_missing"] = [k for k in planned if not self.cov[k]["happened"]]
         r["details"] = {"corruptions": self.corruptions, "lost_successes": self.lost,
                         "violations": self.violations,
                         "kill_outcomes": [{"request": s.idx, "classified": s.classified, "notes": s.notes,
@@ -823,12 +1198,21 @@ class Soak:
 
 def format_report(r: dict) -> str:
     keys = ["requests", "successes", "encoder_hits", "prefix_resumes", "failures_injected", "interrupts",
-            "kills", "kills_before_commit", "kills_after_commit", "kills_leaving_leftovers", "kills_missed",
+            "kills", "kills_before_commit", "kills_after_commit", "kills_leaving_leftovers",
+            "kills_in_commit_window", "kills_nothing_to_publish", "kills_missed",
             "leftovers_recovered_by_next_request", "restarts", "served_from_comfy_memory", "rejected_expected", "corruptions",
             "lost_successes", "violations", "seconds", "seed", "fleet"]
     lines = ["SeedReuse soak report"] + [f"  {k:38s} {r.get(k)}" for k in keys]
+    mand = r.get("mandatory") or {}
+    if mand.get("kinds"):
+        lines.append(f"  {'mandatory phase':38s} {mand['requests']} requests, {mand['seconds']} s, "
+                     f"{'complete' if mand['complete'] else 'INCOMPLETE'}")
+        for k, v in r["coverage"].items():
+            lines.append(f"    {k:36s} happened {v['happened']} / attempts {v['attempts']}: {', '.join(v['outcomes'])}")
+        if r["coverage_missing"]:
+            lines.append(f"  ! never happened: {r['coverage_missing']}")
     if r.get("stopped_by_time_budget"):
-        lines.append("  (stopped early by the time budget)")
+        lines.append("  (the tail was stopped early by the time budget)")
     for k in ("corruptions", "lost_successes", "violations"):
         for x in r["details"][k]:
             lines.append(f"  ! {k}: {x}")
@@ -847,3 +1231,21 @@ def assert_clean(r: dict, min_requests: int = 0) -> None:
         problems.append(f"only {r['requests']} requests (< {min_requests})")
     if problems:
         raise AssertionError("soak failed: " + ", ".join(problems) + "\n" + format_report(r))
+
+
+def assert_coverage(r: dict) -> None:
+    """Every kind planned in the mandatory phase happened (within its bounded attempts); this
+    includes a kill before and one after a commit, an injected failure, an interrupt and a
+    Segment Reuse resume (so also an encoder hit). Independent of speed and of the time budget."""
+    mand = r.get("mandatory") or {}
+    problems = []
+    if not mand.get("kinds"):
+        problems.append("no mandatory phase ran")
+    if r.get("coverage_missing"):
+        problems.append(f"planned but never happened: {r['coverage_missing']}")
+    for key in ("kills_before_commit", "kills_after_commit", "failures_injected", "interrupts",
+                "encoder_hits", "prefix_resumes"):
+        if not r.get(key):
+            problems.append(f"{key} = 0")
+    if problems:
+        raise AssertionError("soak coverage: " + ", ".join(problems) + "\n" + format_report(r))

@@ -1,20 +1,24 @@
-"""In-suite soak (reduced size, bounded to ~3 minutes): 3 real workers, one shared cache
-root, >= 20 serial requests with injected failures, interrupts and SIGKILLs; the cache must
-always be the last successful request's (tests/soak/soak.py). Full size:
-``.venv/bin/python -m tests.soak.run --requests 60``."""
+"""In-suite soak (reduced size): 3 real workers, one shared cache root, serial requests with
+injected failures, interrupts and SIGKILLs; the cache must always be the last successful
+request's (tests/soak/soak.py). Full size: ``.venv/bin/python -m tests.soak.run --requests 60``.
+
+Coverage does not depend on the machine's speed: the soak starts with a mandatory phase (every
+fault kind, a kill before and one after a commit, a Segment Reuse resume; each retried a bounded
+number of times if it did not happen) that always runs in full; the time budget only shortens
+the random tail after it, and a shortened tail is never a failure."""
 from __future__ import annotations
 
 import os
 
 import pytest
 
-from soak.soak import LocalFleet, Soak, SoakConfig, assert_clean, format_report
+from soak.soak import LocalFleet, Soak, SoakConfig, assert_clean, assert_coverage, format_report
 
 pytestmark = pytest.mark.comfy
 
 REQUESTS = int(os.environ.get("SEEDREUSE_SOAK_REQUESTS", "22"))
-# the suite's bound: no new request after this many seconds (startup ~15 s and the final
-# checks come on top); on an idle 2-core machine 22 requests take ~60-120 s
+# the suite's bound on the tail: no new tail request after this many seconds (startup and the
+# mandatory phase are not cut by it); on an idle 2-core machine 22 requests take ~60-120 s
 TIME_BUDGET_S = float(os.environ.get("SEEDREUSE_SOAK_TIME_BUDGET", "160"))
 
 
@@ -27,10 +31,11 @@ def test_soak_three_workers(tmp_path, models_dir):
     finally:
         fleet.stop()
     print("\n" + format_report(r))
-    # >= 20 requests, unless the time budget stopped it first (a machine shared with other
-    # jobs): then the invariants still hold for what ran, and at least 12 requests must have run
-    assert_clean(r, min_requests=12 if r.get("stopped_by_time_budget") else min(REQUESTS, 20))
-    if r.get("stopped_by_time_budget"):
-        print(f"WARNING: soak stopped by the time budget after {r['requests']} requests")
-    assert r["kills"] >= 1 and r["failures_injected"] >= 1 and r["interrupts"] >= 1, format_report(r)
-    assert r["encoder_hits"] >= 1, format_report(r)
+    # all requests unless the time budget cut the tail (a machine shared with other jobs): the
+    # invariants hold for what ran, and the mandatory phase always ran in full
+    stopped = r.get("stopped_by_time_budget")
+    assert_clean(r, min_requests=r["mandatory"]["requests"] if stopped else min(REQUESTS, 20))
+    if stopped:
+        print(f"NOTE: the time budget cut the tail after {r['requests']} requests "
+              f"(mandatory phase: {r['mandatory']['requests']} requests, {r['mandatory']['seconds']} s)")
+    assert_coverage(r)
