@@ -2,28 +2,52 @@
 
 It computes the same keys as execution (including the host change tokens ComfyUI adds,
 e.g. LoadImage's file hash) and compares them with the committed caches, read-only.
+
+Bounded before any expensive work (``check_request``; the route answers 413 for a limit, 400
+for an invalid prompt, with ``{"error": {code, type, message, expected, actual, fix}}``):
+``MAX_BODY_BYTES`` (16 MiB) of body; ``MAX_NODES`` (2000) nodes (the official templates have at
+most a few hundred); ``MAX_VALUE_DEPTH`` (32) levels of lists/objects in one input value; no
+dependency cycle (the answer names its nodes) and every INT/FLOAT literal as ComfyUI's validation
+checks it (converted, then the schema's min/max unless the class validates that input itself),
+the pack's own inputs exactly (an INT is a whole number: never 1.5, true or "2"), among the
+nodes ComfyUI validates (upstream of an output) or the pack reads (upstream of its nodes);
+``MAX_KEY_CHARS`` (64 M) characters of keys in all; ``prefix_frames_by_n`` lists at most
+``MAX_LISTED_SEGMENTS`` entries (``S`` is the full count). The walks are iterative and linear in
+nodes + edges; a key's field names are paths, so a chain of d nodes has O(d^2) characters: that
+is what the key limits bound.
 """
 from __future__ import annotations
 
-import copy
+import inspect
+import json
 
-from ..reuse_backend.errors import InvalidRequestError, ReuseError
-from ..reuse_backend.keys.graph_key import is_link
+from ..reuse_backend.errors import CorruptCacheError, InvalidRequestError, ReuseError
+from ..reuse_backend.keys import graph_key
+from ..reuse_backend.keys.graph_key import MAX_VALUE_DEPTH, is_link, number_problem
 from ..reuse_backend.keys.slots import decide_slot
+from ..reuse_backend.keys.value_checks import inspect_slot
 from ..reuse_backend.media import segments
 from ..reuse_backend.media.segment_plan import RESULT_FILE, SECTION, make_spec, plan_resume, valid_prefixes
 from ..reuse_backend.store import Cache, roots
 from . import host
-from .graph_view import (ENCODE_PREFIX, PREFIX, SLOT_IO_TYPES, START_ID, GraphView, find_end_node, segment_key,
-                         session_of, slot_key)
+from .graph_view import (END_ID, ENCODE_PREFIX, PREFIX, SLOT_IO_TYPES, START_ID, GraphView, find_end_node,
+                         segment_key, session_of, slot_key)
+
+MAX_BODY_BYTES = 16 << 20
+MAX_NODES = 2000
+MAX_KEY_CHARS = 64_000_000
+MAX_LISTED_SEGMENTS = 10_000
+MAX_LISTED_PROBLEMS = 20
+
+
+class RequestTooLargeError(InvalidRequestError):
+    """The request exceeds a documented limit of the dry run (HTTP 413)."""
+    code = "request_too_large"
 
 
 def _declared_specs(cls) -> dict:
     """name -> input spec of the declared (required and optional) inputs of a node class."""
-    try:
-        spec = cls.INPUT_TYPES()
-    except Exception:
-        return {}
+    spec = cls.INPUT_TYPES()    # (Schemas turns an exception into "no specs")
     return {**(spec.get("optional") or {}), **(spec.get("required") or {})}
 
 
@@ -53,29 +77,186 @@ def _coerce_literals(node: dict, specs: dict) -> None:
                 pass  # execution rejects it at validation; the key walk sees the raw value
 
 
-def fill_change_tokens(prompt: dict) -> dict:
+class Schemas:
+    """What the host says about each node class, asked once per class and request."""
+
+    def __init__(self):
+        self._memo: dict = {}
+
+    def _get(self, what: str, ct, make):
+        k = (what, ct)
+        if k not in self._memo:
+            try:
+                self._memo[k] = make()
+            except Exception:   # a host class whose introspection fails: treated as unknown
+                self._memo[k] = None
+        return self._memo[k]
+
+    def cls(self, ct):
+        return self._get("cls", ct, lambda: host.node_class(ct) if isinstance(ct, str) else None)
+
+    def specs(self, ct) -> dict:
+        cls = self.cls(ct)
+        return (self._get("specs", ct, lambda: _declared_specs(cls)) or {}) if cls is not None else {}
+
+    def is_output(self, ct) -> bool:
+        cls = self.cls(ct)
+        return cls is not None and bool(self._get("out", ct, lambda: getattr(cls, "OUTPUT_NODE", False) is True))
+
+    def self_validated(self, ct) -> tuple[frozenset, bool]:
+        """(inputs the class's own validate function takes, whether it takes **kwargs): ComfyUI
+        skips its min/max check for those inputs (for all inputs with **kwargs)."""
+        cls = self.cls(ct)
+        got = self._get("val", ct, lambda: _validate_signature(cls)) if cls is not None else None
+        return got or (frozenset(), False)
+
+    def change_token_fn(self, ct):
+        cls = self.cls(ct)
+        return self._get("ct", ct, lambda: host.change_token_fn(cls)) if cls is not None else None
+
+
+def _validate_signature(cls) -> tuple[frozenset, bool]:
+    """The arguments of the validate function execution.validate_inputs calls for ``cls``: a V3
+    class's ``validate_inputs`` when a class of its MRO overrides the placeholder of its base
+    (comfy_api.internal.first_real_override), else V1 ``VALIDATE_INPUTS``."""
+    fn = None
+    if hasattr(cls, "GET_BASE_CLASS"):
+        base = cls.GET_BASE_CLASS()
+        base_attr = getattr(base, "validate_inputs", None)
+        base_fn = getattr(base_attr, "__func__", base_attr)
+        for c in cls.mro():
+            if c is base:
+                break
+            if "validate_inputs" in c.__dict__ and getattr(c.validate_inputs, "__func__", None) is not base_fn:
+                fn = cls.validate_inputs
+                break
+    else:
+        fn = getattr(cls, "VALIDATE_INPUTS", None)
+    if fn is None:
+        return frozenset(), False
+    spec = inspect.getfullargspec(fn)
+    return frozenset(spec.args), spec.varkw is not None
+
+
+def _too_large(what: str, limit, actual, fix: str) -> RequestTooLargeError:
+    return RequestTooLargeError(f"{what} exceeds the dry run's limit of {limit}", expected=f"<= {limit}",
+                                actual=actual, fix=fix)
+
+
+def check_request(prompt, schemas: Schemas | None = None) -> tuple[dict, dict]:
+    """Refuse what the dry run does not serve, before any expensive work: RequestTooLargeError
+    for a limit (413), InvalidRequestError / GraphCycleError for an invalid prompt (400).
+
+    Returns (checked, keyed): the nodes ComfyUI validates or the pack reads (upstream of an
+    output node or of one of the pack's nodes), and those upstream of the pack's nodes."""
+    schemas = schemas or Schemas()
+    if not isinstance(prompt, dict):
+        raise InvalidRequestError("the prompt is not an object", expected="{node id: {class_type, inputs}}",
+                                  actual=type(prompt).__name__, fix='post {"prompt": <API-format prompt>}')
+    if len(prompt) > MAX_NODES:
+        raise _too_large("the number of nodes", MAX_NODES, len(prompt),
+                         "check a smaller workflow: split it, or remove nodes that do not feed the reuse nodes")
+    for nid, node in prompt.items():
+        if not isinstance(node, dict):
+            raise InvalidRequestError(f"not an API-format prompt: node {nid!r} is {type(node).__name__}, not an object",
+                                      expected="{class_type, inputs}", actual=type(node).__name__,
+                                      fix="send the API-format prompt (node id -> {class_type, inputs})")
+        # A node without class_type is accepted: the canvas exports nodes of types the server
+        # lacks that way, and the dry run treats them as unknown nodes. A present one is a string.
+        ct, inputs = node.get("class_type", ""), node.get("inputs", {})
+        if not isinstance(ct, str):
+            raise InvalidRequestError(
+                f"not an API-format prompt: node {nid!r}: class_type is {'null' if ct is None else type(ct).__name__}"
+                ", not a string", expected="a node type name", actual=repr(ct)[:80],
+                fix="give the node its class_type, or leave class_type out for a node the server lacks")
+        if not isinstance(inputs, dict):
+            raise InvalidRequestError(f"not an API-format prompt: node {nid!r}: inputs is {type(inputs).__name__}, "
+                                      "not an object", expected="{input name: value or [node id, output index]}",
+                                      actual=type(inputs).__name__, fix="send the inputs as an object")
+        for name, v in inputs.items():
+            if isinstance(v, (list, dict)) and graph_key.value_shape(v)[0] > MAX_VALUE_DEPTH:
+                raise _too_large(f"node {nid}, input {name!r}: the nesting of the value", f"{MAX_VALUE_DEPTH} levels",
+                                 f"> {MAX_VALUE_DEPTH} levels", "pass a flat value (widgets send numbers, text "
+                                 "and at most a list of values)")
+    ours = [nid for nid, n in prompt.items() if n.get("class_type", "").startswith(PREFIX)]
+    roots = ours + [nid for nid, n in prompt.items() if schemas.is_output(n.get("class_type"))]
+    checked = graph_key.upstream_nodes(prompt, roots)
+    problems = []
+    for nid in prompt:      # in prompt order
+        if nid in checked:
+            problems += _literal_problems(nid, prompt[nid], schemas)
+        if len(problems) >= MAX_LISTED_PROBLEMS:
+            break
+    if problems:
+        first = problems[0]
+        raise InvalidRequestError(
+            f"node {first['node']} ({first['class_type']}): {first['message']}"
+            + (f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""),
+            expected=first["expected"], actual=first["actual"], fix=first["fix"],
+            details={"node": first["node"], "class_type": first["class_type"], "input": first["input"],
+                     "problems": problems[:MAX_LISTED_PROBLEMS]})
+    return checked, graph_key.upstream_nodes(prompt, ours)
+
+
+def _literal_problems(nid, node: dict, schemas: Schemas) -> list[dict]:
+    """The INT/FLOAT literals of one node that ComfyUI's validation would refuse (converted, then
+    min/max unless the class validates that input itself); the pack's own inputs exactly."""
+    ct = node.get("class_type")
+    specs = schemas.specs(ct)
+    if not specs:
+        return []
+    own = ct.startswith(PREFIX)
+    args, kwargs = schemas.self_validated(ct)
+    out = []
+    for name, v in (node.get("inputs") or {}).items():
+        spec = specs.get(name)
+        kind = spec[0] if isinstance(spec, (list, tuple)) and spec else None
+        if kind not in ("INT", "FLOAT") or is_link(v):
+            continue
+        if isinstance(v, dict) and "__value__" in v:
+            v = v["__value__"]
+        extra = spec[1] if len(spec) > 1 and isinstance(spec[1], dict) else {}
+        ranged = own or (name not in args and not kwargs)
+        e = number_problem(name, kind, v, exact=own, minimum=extra.get("min") if ranged else None,
+                           maximum=extra.get("max") if ranged else None)
+        if e is not None:
+            out.append({"node": nid, "class_type": ct, "input": name, "message": e.message,
+                        "expected": e.expected, "actual": e.actual, "fix": e.fix, "value": e.details.get("value")})
+    return out
+
+
+def fill_change_tokens(prompt: dict, keyed=None, schemas: Schemas | None = None) -> dict:
     """A copy of ``prompt`` as execution sees it: literals coerced like ComfyUI's validation
-    does, and ComfyUI's per-node ``is_changed`` values filled in."""
-    out = copy.deepcopy(prompt)
-    for node in out.values():
+    does, and ComfyUI's per-node ``is_changed`` values filled in, for the nodes in ``keyed``
+    (default: all; the dry run passes those upstream of the pack's nodes, the only ones keys
+    read). Nodes and their inputs are copied, values are shared (never modified). Change tokens
+    are asked once per (class, literal inputs): 100 LoadImage nodes of one file hash it once."""
+    schemas = schemas or Schemas()
+    out = {nid: ({**node, "inputs": dict(node.get("inputs") or {})} if isinstance(node, dict) else node)
+           for nid, node in prompt.items()}
+    tokens: dict = {}
+    for nid in (out if keyed is None else keyed):
+        node = out[nid]
         if not isinstance(node, dict):
             continue
         ct = node.get("class_type", "")
-        cls = host.node_class(ct)
-        if cls is None:
+        if schemas.cls(ct) is None:
             continue
-        specs = _declared_specs(cls)
+        specs = schemas.specs(ct)
         _coerce_literals(node, specs)
         if ct.startswith(PREFIX):
             continue
-        fn = host.change_token_fn(cls)
+        fn = schemas.change_token_fn(ct)
         if fn is None:
             continue
-        literals = {k: v for k, v in (node.get("inputs") or {}).items() if k in specs and not is_link(v)}
-        try:
-            node["is_changed"] = [fn(**literals)]
-        except Exception:
-            node["is_changed"] = float("nan")
+        literals = {k: v for k, v in node["inputs"].items() if k in specs and not is_link(v)}
+        memo = (ct, json.dumps(literals, sort_keys=True, default=repr))
+        if memo not in tokens:
+            try:
+                tokens[memo] = [fn(**literals)]
+            except Exception:
+                tokens[memo] = float("nan")
+        node["is_changed"] = tokens[memo]
     return out
 
 
@@ -95,21 +276,42 @@ def _session(view, node_id):
 
 
 def dry_run(prompt: dict) -> dict:
-    view = GraphView(fill_change_tokens(prompt))
+    """Per reuse node "reuse" / "encode" / "fail" and why. Raises RequestTooLargeError (413) or
+    another ReuseError (400) for a request it refuses (see check_request and the module doc)."""
+    schemas = Schemas()
+    _, keyed = check_request(prompt, schemas)
     snaps: dict = {}
     result = {"nodes": {}, "segments": {}}
-    try:
-        for nid, node in prompt.items():
-            ct = node.get("class_type", "") if isinstance(node, dict) else ""
-            if ct.startswith(ENCODE_PREFIX):
-                result["nodes"][nid] = _slot_answer(view, nid, ct, snaps)
-            elif ct == START_ID:
-                result["segments"][nid] = _segment_answer(view, nid, snaps)
-    finally:
-        for s in snaps.values():
-            if s is not None:
-                s.close()
+    with graph_key.key_budget(MAX_KEY_CHARS) as budget:
+        view = GraphView(fill_change_tokens(prompt, keyed, schemas))
+        ends = _loop_ends(prompt)
+        try:
+            for nid, node in prompt.items():
+                ct = node.get("class_type", "")     # a string: check_request refused any other
+                if ct.startswith(ENCODE_PREFIX):
+                    result["nodes"][nid] = _slot_answer(view, nid, ct, snaps)
+                elif ct == START_ID:
+                    result["segments"][nid] = _segment_answer(view, nid, snaps, ends)
+                if budget.exhausted:
+                    raise _too_large("the size of the keys of this request", f"{MAX_KEY_CHARS} characters", "more",
+                                     "check a smaller workflow (fewer reuse nodes, shorter chains upstream of them)")
+        finally:
+            for s in snaps.values():
+                if s is not None:
+                    s.close()
     return result
+
+
+def _loop_ends(prompt: dict) -> dict:
+    """Segment Loop Start id -> the first Segment Loop End whose ``loop`` input links to it
+    (graph_view.find_end_node for every Start in one pass)."""
+    ends: dict = {}
+    for nid, node in prompt.items():
+        if node.get("class_type") == END_ID:
+            link = (node.get("inputs") or {}).get("loop")
+            if is_link(link):
+                ends.setdefault(link[0], nid)
+    return ends
 
 
 def _cached_snapshot(snaps, name):
@@ -123,15 +325,21 @@ def _slot_answer(view, nid, ct, snaps) -> dict:
     try:
         sess = _session(view, nid)
         name, mode = sess.get("cache_name", "default"), sess.get("reuse", "auto")
-        d = decide_slot(_cached_snapshot(snaps, name), cache_name=name, slot=slot,
-                        key=slot_key(view, nid, SLOT_IO_TYPES.get(ct, "*")), mode=mode)
+        try:   # an unreadable version: auto rebuilds it, require fails (decide_slot says which)
+            snap, snap_err = _cached_snapshot(snaps, name), None
+        except CorruptCacheError as e:
+            snap, snap_err = None, e
+        io_type = SLOT_IO_TYPES.get(ct, "*")
+        d = decide_slot(snap, cache_name=name, slot=slot, key=slot_key(view, nid, io_type), mode=mode,
+                        snapshot_error=snap_err,   # inspect: the cheap check (header and structure only)
+                        inspect=lambda s: inspect_slot(s, cache_name=name, slot=slot, io_type=io_type, load=False))
         return {"kind": "slot", "slot": slot, "cache": name, "mode": mode, "will": d.action,
                 "reason": d.reason, "mismatch": d.mismatch, "key": d.key.digest}
     except Exception as e:
         return {"kind": "slot", "slot": slot, "will": "fail", "reason": str(e), "error": _err(e)}
 
 
-def _segment_answer(view, nid, snaps) -> dict:
+def _segment_answer(view, nid, snaps, ends: dict | None = None) -> dict:
     inputs = view.get(nid).get("inputs") or {}
     out: dict = {"kind": "segments"}
     try:
@@ -140,7 +348,13 @@ def _segment_answer(view, nid, snaps) -> dict:
         F, M, fps = int(inputs["segment_frames"]), int(inputs["motion_frames"]), float(inputs["fps"])
         total = int(inputs.get("total_frames") or 0)
         out.update({"cache": name, "N": n, "F": F, "M": M})
-        snap = _cached_snapshot(snaps, name)
+        try:
+            snap = _cached_snapshot(snaps, name)
+        except CorruptCacheError as e:
+            if n > 0:      # a resume needs the previous run; execution fails the same way
+                raise
+            snap = None    # N = 0 generates everything, and its commit replaces the broken version
+            out["cache_unreadable"] = e.message
         section = ((snap.manifest.get("sections") or {}).get(SECTION) if snap else None) or {}
         prev = section.get("spec") or {}
         if prev:
@@ -152,7 +366,7 @@ def _segment_answer(view, nid, snaps) -> dict:
             raise InvalidRequestError("total_frames is 0 and no audio is connected",
                                       expected="total_frames > 0 or an audio input", actual=0,
                                       fix="set total_frames, or connect the audio that sets the duration")
-        end_id = find_end_node(view, nid)
+        end_id = ends.get(nid) if ends is not None else find_end_node(view, nid)
         if end_id is None:
             raise ValueError("no Segment Loop End is connected to this Segment Loop Start")
         if total == 0:  # duration from audio: only known at run time; use the previous run's
@@ -172,7 +386,10 @@ def _segment_answer(view, nid, snaps) -> dict:
             return out
         spec = make_spec(F, M, fps, total)
         out["S"] = spec.S
-        out["prefix_frames_by_n"] = [segments.prefix_frames(i, F, M) for i in range(spec.S)]
+        listed = min(spec.S, MAX_LISTED_SEGMENTS)   # P(N) = N*(F-M)+M; S may be millions
+        out["prefix_frames_by_n"] = [segments.prefix_frames(i, F, M) for i in range(listed)]
+        if listed < spec.S:
+            out["listed_segments"] = listed
         key = segment_key(view, end_id, spec)
         plan = plan_resume(snap, cache_name=name, N=n, spec=spec, key=key, audio_expected=audio_expected)
         valid = valid_prefixes(snap, spec, key, audio_expected)

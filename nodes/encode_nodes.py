@@ -10,9 +10,10 @@ from __future__ import annotations
 import time
 
 
-from ..reuse_backend.store import roots
-from ..reuse_backend.errors import InvalidRequestError, ReuseError
+from ..reuse_backend.store import Cache, roots
+from ..reuse_backend.errors import CorruptCacheError, InvalidRequestError, ReuseError
 from ..reuse_backend.keys.slots import decide_slot
+from ..reuse_backend.keys.value_checks import inspect_slot
 from . import host, transactions
 from .host import io
 from .graph_view import SLOT_IO_TYPES, GraphView, slot_key
@@ -27,6 +28,28 @@ VARIANTS = [
     ("Image", "Image", io.Image, "preprocessed image"),
     ("Audio", "Audio", io.Audio, "audio waveform"),
 ]
+
+
+def _snapshot_error(ctx, root: str, name: str):
+    """Why the prompt's snapshot of a cache is None: the CorruptCacheError of an unreadable
+    committed version, or None when nothing was ever committed."""
+    st = ctx.txs.get((root, name))
+    if st is not None:
+        return getattr(st.tx, "base_error", None)
+    k = ("snapshot_error", root, name)
+    if k not in ctx.notes:
+        err = None
+        try:
+            snap = Cache(root, name).snapshot()
+        except CorruptCacheError as e:
+            err = e
+        else:
+            if snap is not None:   # committed since this prompt looked: it still counts as empty
+                snap.close()
+        ctx.notes[k] = err
+    return ctx.notes[k]
+
+
 class _EncodeOrReuse(io.ComfyNode):
     IO = io.Conditioning
     SUFFIX = ""
@@ -82,7 +105,14 @@ class _EncodeOrReuse(io.ComfyNode):
             snap = ctx.snapshot(session.root, session.name)
             view = GraphView(cls.hidden.prompt, cls.hidden.dynprompt)
             key = slot_key(view, uid, cls.IO.io_type)
-            d = decide_slot(snap, cache_name=session.name, slot=slot, key=key, mode=session.mode)
+            # a matching slot is loaded and checked here, before the lazy value is (not)
+            # requested: a slot that does not load or holds an unusable value is rebuilt (auto)
+            # or fails the run before any sampling (require)
+            err = _snapshot_error(ctx, session.root, session.name) if snap is None and session.mode != "off" else None
+            d = decide_slot(snap, cache_name=session.name, slot=slot, key=key, mode=session.mode,
+                            snapshot_error=err,
+                            inspect=lambda s: inspect_slot(s, cache_name=session.name, slot=slot,
+                                                           io_type=cls.IO.io_type, load=True))
             ctx.decisions[uid] = d
             if d.action == "encode":
                 ctx.notes[uid] = time.perf_counter()
@@ -98,15 +128,16 @@ class _EncodeOrReuse(io.ComfyNode):
     @classmethod
     def execute(cls, session, slot, value=None):
         ctx, d = cls._decision(session, slot)
-        ctx.use_slot(session.root, session.name, slot)
         uid = cls.hidden.unique_id
+        ctx.use_slot(session.root, session.name, slot, uid)
         if d.action == "reuse":
             # Served from the committed version read at decision time; no transaction is
             # needed. If this prompt commits (another slot or a segment run staged something),
             # the commit carries this slot forward when its key still matches (carry.py).
-            t0 = time.perf_counter()
-            value = ctx.snapshot(session.root, session.name).load_slot(slot)
-            load_s = time.perf_counter() - t0
+            value, load_s, d.value = d.value, d.load_seconds, None   # loaded and checked by _decision
+            if value is None:
+                value, load_s = inspect_slot(ctx.snapshot(session.root, session.name), cache_name=session.name,
+                                             slot=slot, io_type=cls.IO.io_type, load=True)
             saved = float(d.cached_meta.get("encode_seconds", 0.0))
             status = (f"reused '{slot}' from cache '{session.name}' in {load_s * 1000:.0f} ms "
                       f"(encoding took {saved:.2f} s when cached)")

@@ -5,19 +5,26 @@ GET  /seedreuse/caches/{name}          manifest summary (key fields, artifacts, 
 POST /seedreuse/check                  dry run: {"prompt": <API prompt>} -> per-node hit/miss and why
 
 Every refusal is a JSON body {"error": {...}} with a 4xx status, also for paths under
-/seedreuse/ that name no route (e.g. an empty cache name or a normalized "../").
+/seedreuse/ that name no route (e.g. an empty cache name or a normalized "../"). The dry run
+is bounded (see nodes/dry_run.py): 413 for a request beyond a limit (body size, node count,
+nesting depth, key size), 400 for an invalid one (not JSON, not an API prompt, a cycle, a
+literal outside its schema's range), each before any expensive work.
+
+The pack also checks its own numeric inputs in POST /prompt (``refuse_inexact_numbers``).
 """
 from __future__ import annotations
 
 import asyncio
+import json
 
 from aiohttp import web
 
 from ..reuse_backend.store import roots
-from ..reuse_backend.errors import ReuseError
+from ..reuse_backend.errors import InvalidRequestError, ReuseError
+from ..reuse_backend.keys.graph_key import is_link, number_problem
 from ..reuse_backend.store import Cache, committed_caches
 from . import host
-from .dry_run import dry_run
+from .dry_run import MAX_BODY_BYTES, PREFIX, RequestTooLargeError, Schemas, dry_run
 
 log = host.log
 
@@ -45,8 +52,106 @@ def summarize(snapshot) -> dict:
             "sections": sections, "files": files, "total_bytes": sum(f["bytes"] for f in files.values())}
 
 
+class RefusedNumber(str):
+    """Stands in POST /prompt for a numeric literal of the pack's nodes that is not exact (see
+    ``refuse_inexact_numbers``): ComfyUI's validation converts INT/FLOAT literals with
+    ``int(v)`` / ``float(v)``, which raises here with the reason, so ComfyUI refuses the prompt
+    (HTTP 400, node_errors: "Failed to convert an input value to a INT value", details
+    "<input>, <value>, <reason>"). It is a str so the error's received_value stays JSON."""
+
+    def __new__(cls, shown: str, reason: str):
+        s = super().__new__(cls, shown)
+        s.reason = reason
+        return s
+
+    def __int__(self):
+        raise ValueError(self.reason)
+
+    __float__ = __int__
+
+
+def refuse_inexact_numbers(json_data):
+    """on_prompt handler: runs in POST /prompt before ComfyUI validates the prompt.
+
+    ComfyUI's validation converts an INT literal with ``int(v)`` before any validate function
+    sees it (1.5 -> 1, true -> 1, "2" -> 2), so a node's own validate_inputs cannot tell 1.5
+    from 1. Here the raw JSON value is still there: every INT/FLOAT literal of the pack's nodes
+    that is not exact (graph_key.number_problem) is replaced by a RefusedNumber, which fails
+    ComfyUI's conversion with the reason (input, value, allowed range, fix). Ranges are checked
+    where ComfyUI checks them (the schema's min/max, or the node's validate_inputs)."""
+    try:
+        prompt = json_data.get("prompt") if isinstance(json_data, dict) else None
+        if not isinstance(prompt, dict):
+            return json_data
+        schemas = Schemas()
+        for node in prompt.values():
+            ct = node.get("class_type") if isinstance(node, dict) else None
+            inputs = node.get("inputs") if isinstance(ct, str) and ct.startswith(PREFIX) else None
+            if not isinstance(inputs, dict):
+                continue
+            for name, spec in schemas.specs(ct).items():
+                kind = spec[0] if isinstance(spec, (list, tuple)) and spec else None
+                if kind not in ("INT", "FLOAT") or name not in inputs:
+                    continue
+                v = inputs[name]
+                if isinstance(v, dict) and "__value__" in v:
+                    v = v["__value__"]
+                if is_link(v) or number_problem(name, kind, v) is None:
+                    continue
+                extra = spec[1] if len(spec) > 1 and isinstance(spec[1], dict) else {}
+                e = number_problem(name, kind, v, minimum=extra.get("min"), maximum=extra.get("max"))
+                try:
+                    shown = json.dumps(v)
+                except (TypeError, ValueError):
+                    shown = repr(v)
+                inputs[name] = RefusedNumber(shown, f"{e.message}; fix: {e.fix}")
+    except Exception as e:  # never break POST /prompt: ComfyUI's own validation still runs
+        log.warning("seedreuse: numeric input check skipped: %s", e)
+    return json_data
+
+
+async def _read_body(request) -> bytes:
+    """The request body, at most MAX_BODY_BYTES (RequestTooLargeError beyond: nothing more is read)."""
+    def too_large(actual):
+        return RequestTooLargeError(f"the request body exceeds the dry run's limit of {MAX_BODY_BYTES} bytes",
+                                    expected=f"<= {MAX_BODY_BYTES} bytes", actual=actual,
+                                    fix="check a smaller workflow")
+    if request.content_length is not None and request.content_length > MAX_BODY_BYTES:
+        raise too_large(f"{request.content_length} bytes")
+    chunks, n = [], 0
+    while True:
+        chunk = await request.content.readany()
+        if not chunk:
+            return b"".join(chunks)
+        n += len(chunk)
+        if n > MAX_BODY_BYTES:
+            raise too_large(f"more than {MAX_BODY_BYTES} bytes")
+        chunks.append(chunk)
+
+
+def check_body(raw: bytes) -> dict:
+    """Parse a /seedreuse/check body and dry-run its prompt (ReuseError for a refusal)."""
+    try:
+        body = json.loads(raw)
+    except (ValueError, RecursionError) as e:
+        raise InvalidRequestError(f"body is not JSON: {str(e)[:200]}", expected='{"prompt": <API-format prompt>}',
+                                  actual=f"{len(raw)} bytes", fix="send the API-format prompt as JSON") from None
+    prompt = body.get("prompt") if isinstance(body, dict) else None
+    if not isinstance(prompt, dict):
+        raise InvalidRequestError('expected {"prompt": <API-format prompt>}',
+                                  expected='{"prompt": {node id: {class_type, inputs}}}',
+                                  actual=type(prompt if isinstance(body, dict) else body).__name__,
+                                  fix="send the API-format prompt (File > Export (API) on the canvas)")
+    return dry_run(prompt)
+
+
 def register() -> None:
-    routes = host.prompt_server().routes
+    server = host.prompt_server()
+    routes = server.routes
+    try:
+        server.add_on_prompt_handler(refuse_inexact_numbers)
+    except Exception as e:  # a host without on_prompt handlers: the nodes' own checks remain
+        log.warning("seedreuse: POST /prompt numeric check not installed: %s", e)
 
     @routes.get("/seedreuse/caches")
     async def list_caches(request):
@@ -78,18 +183,11 @@ def register() -> None:
     @routes.post("/seedreuse/check")
     async def check(request):
         try:
-            body = await request.json()
-        except Exception as e:
-            return _error(ValueError(f"body is not JSON: {e}"))
-        prompt = body.get("prompt") if isinstance(body, dict) else None
-        if not isinstance(prompt, dict):
-            return _error(ValueError("expected {\"prompt\": <API-format prompt>}"))
-        bad = _malformed(prompt)
-        if bad:
-            return _error(ValueError(f"not an API-format prompt: {bad}"))
-        try:
-            # off the event loop: the dry run hashes input files and probes the previous video
-            answer = await asyncio.get_running_loop().run_in_executor(None, dry_run, prompt)
+            raw = await _read_body(request)
+            # off the event loop: parsing, the bounds, hashing input files, probing the previous video
+            answer = await asyncio.get_running_loop().run_in_executor(None, check_body, raw)
+        except RequestTooLargeError as e:
+            return _error(e, status=413)
         except ReuseError as e:
             return _error(e)
         except Exception as e:
@@ -112,17 +210,3 @@ def _not_found(request):
                                         "message": f"no SeedReuse route {request.method} {request.path!r}",
                                         "fix": "GET /seedreuse/caches, GET /seedreuse/caches/<name>, "
                                                "POST /seedreuse/check"}}, status=404)
-
-
-def _malformed(prompt: dict) -> str | None:
-    """Why ``prompt`` is not an API-format prompt (node id -> {class_type, inputs}), or None.
-    A node without class_type is accepted: the canvas exports nodes of types the server lacks
-    that way, and the dry run treats them as unknown nodes."""
-    for nid, node in prompt.items():
-        if not isinstance(node, dict):
-            return f"node {nid!r} is {type(node).__name__}, not an object"
-        if node.get("class_type") is not None and not isinstance(node["class_type"], str):
-            return f"node {nid!r}: class_type is {type(node['class_type']).__name__}, not a string"
-        if not isinstance(node.get("inputs", {}), dict):
-            return f"node {nid!r}: inputs is {type(node.get('inputs')).__name__}, not an object"
-    return None

@@ -207,7 +207,8 @@ class SeedReuseSegmentLoopEnd(io.ComfyNode):
         new = segment.images if i == 0 else segment.images[spec.M:]
         name = f"chunk_{i:05d}.mp4"
         path = st.tx.stage_path(name)
-        video.write_chunk(path, new, spec.fps)
+        with st.tx.writing(f"write {name}"):   # a lost lock or a full disk is reported as such
+            video.write_chunk(path, new, spec.fps)
         host.progress_bar(spec.S).update_absolute(i + 1, spec.S)
         host.throw_if_interrupted()
         state = dataclasses.replace(state, chunks=state.chunks + ((name, path),))

@@ -379,18 +379,37 @@ def test_traversal_attempts_are_refused_and_read_nothing_outside(w, env, booby_t
     assert not {"evil", "ghost", "ghost.old", "plainfile"} & set(listing)
     assert all(not n.endswith((".tmp", ".old", ".lock")) for n in listing)
     # the dry run: every cache name of a session is checked before anything is opened
-    for bad in ["..", "../x", "/etc", "a/b", "", "\x00", "x\x00", "evil", "evil2", "ghost", "x.tmp"]:
+    for bad in ["..", "../x", "/etc", "a/b", "", "\x00", "x\x00", "x.tmp"]:
         p = t2v_reuse(seed=1, prompt_text="traversal", **SMALL)
         p["100"]["inputs"]["cache_name"] = bad
         answer = check(w, p)
         bodies.append(json.dumps(answer).encode())
         a = answer["nodes"]["101"]
-        assert a["will"] == "fail" and a["error"]["type"] in ("InvalidCacheNameError", "CorruptCacheError"), (bad, a)
+        assert a["will"] == "fail" and a["error"]["type"] == "InvalidCacheNameError", (bad, a)
         seg = seg_prompt(1, "x")
         seg["100"]["inputs"]["cache_name"] = bad
         s = check(w, seg)["segments"][SEG.START]
         bodies.append(json.dumps(s).encode())
         assert s["will"] == "fail" and s["valid"] is False, (bad, s)
+    # symlinked (hostile) cache folders are never followed: unreadable, so `auto` rebuilds them
+    # (the commit replaces the symlink itself), `require` fails, and a resume (N > 0) fails
+    for bad in ["evil", "evil2", "ghost"]:
+        for mode, want in (("auto", "encode"), ("require", "fail")):
+            p = t2v_reuse(seed=1, prompt_text="traversal", reuse=mode, **SMALL)
+            p["100"]["inputs"]["cache_name"] = bad
+            a = check(w, p)["nodes"]["101"]
+            bodies.append(json.dumps(a).encode())
+            assert a["will"] == want, (bad, mode, a)
+            assert "unreadable" in (a.get("reason") or ""), (bad, mode, a)
+        seg = seg_prompt(1, "x")
+        seg["100"]["inputs"]["cache_name"] = bad
+        s = check(w, seg)["segments"][SEG.START]
+        bodies.append(json.dumps(s).encode())
+        assert s["will"] == "generate" and s["cache_unreadable"], (bad, s)
+        seg["100"]["inputs"]["reuse_prefix_segments"] = 1
+        s = check(w, seg)["segments"][SEG.START]
+        bodies.append(json.dumps(s).encode())
+        assert s["will"] == "fail" and s["error"]["type"] == "CorruptCacheError", (bad, s)
     # ... and execution refuses the same names at validation (POST /prompt -> 400)
     from seedreuse_lab.worker import PromptRejected
     p = t2v_reuse(seed=1, prompt_text="traversal", **SMALL)

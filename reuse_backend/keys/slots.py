@@ -7,13 +7,20 @@
 - ``auto``    reuse when the committed slot's key matches, else encode and replace;
 - ``require`` reuse, or fail before any sampling with the differing key fields
               (or "no successful run in cache X yet").
+
+A committed slot is reused only when it is also usable: an unreadable cache version
+(``snapshot_error``), a slot file that does not load, or a value of the wrong dtype/shape or
+with NaN/Inf (``inspect``, see ``value_checks.inspect_slot``) is rebuilt under ``auto`` (the
+encoder runs; the prompt's commit replaces the broken version) and fails under ``require``
+with what is broken and how to fix it.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from ..errors import InvalidRequestError, KeyMismatchError, NoCommittedCacheError
+from ..errors import CorruptCacheError, InvalidRequestError, KeyMismatchError, NoCommittedCacheError
 from .key import ReuseKey, ensure_match
+from .value_checks import unreadable_cache_error
 
 MODES = ("off", "auto", "require")
 
@@ -26,6 +33,8 @@ class SlotDecision:
     key: ReuseKey
     cached_meta: dict = field(default_factory=dict)
     mismatch: list = field(default_factory=list)   # differing fields when a key did not match
+    value: object = field(default=None, repr=False)  # the checked value inspect() loaded (reuse)
+    load_seconds: float = 0.0
 
     def to_dict(self) -> dict:
         return {"slot": self.slot, "action": self.action, "reason": self.reason,
@@ -39,11 +48,22 @@ def validate_mode(mode: str) -> str:
     return mode
 
 
-def decide_slot(snapshot, *, cache_name: str, slot: str, key: ReuseKey, mode: str) -> SlotDecision:
-    """Decide for one slot against a committed snapshot (None when the cache is empty)."""
+def decide_slot(snapshot, *, cache_name: str, slot: str, key: ReuseKey, mode: str,
+                snapshot_error: CorruptCacheError | None = None, inspect=None) -> SlotDecision:
+    """Decide for one slot against a committed snapshot (None when the cache is empty, or when
+    its committed version is unreadable: then ``snapshot_error`` says why).
+
+    ``inspect(snapshot)``, called only when the key matches, checks that the committed slot is
+    usable: it returns ``(value, load_seconds)`` (value None when it only validated) or raises
+    ``CorruptCacheError`` carrying the ``require`` message and ``details['reason']`` for auto."""
     validate_mode(mode)
     if mode == "off":
         return SlotDecision(slot, "encode", "reuse is off: encoding (the cache is refreshed when the run succeeds)", key)
+    if snapshot is None and snapshot_error is not None:
+        err = unreadable_cache_error(cache_name, snapshot_error)
+        if mode == "require":
+            raise err
+        return SlotDecision(slot, "encode", err.details["reason"], key)
     if snapshot is None:
         if mode == "require":
             raise NoCommittedCacheError(
@@ -69,5 +89,13 @@ def decide_slot(snapshot, *, cache_name: str, slot: str, key: ReuseKey, mode: st
         return SlotDecision(slot, "encode", f"inputs changed ({', '.join(fields[:4])}"
                             f"{' …' if len(fields) > 4 else ''}): encoding", key,
                             mismatch=e.details.get("fields", []))
+    value, load_s = None, 0.0
+    if inspect is not None:
+        try:
+            value, load_s = inspect(snapshot)
+        except CorruptCacheError as e:
+            if mode == "require":
+                raise
+            return SlotDecision(slot, "encode", e.details.get("reason") or f"cache slot unreadable: {e.message}", key)
     return SlotDecision(slot, "reuse", f"key matches the last successful run in '{cache_name}'", key,
-                        cached_meta=dict(entry.get("meta") or {}))
+                        cached_meta=dict(entry.get("meta") or {}), value=value, load_seconds=load_s)

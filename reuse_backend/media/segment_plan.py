@@ -10,6 +10,12 @@ user always gets the most fundamental problem first:
 5. the previous result is in the cache (published with the commit)
 6. it decodes, has >= P(N) frames, keyframe layout known, audio when audio is expected
 7. boundary N-1 is present and loads   (the exact motion state segment N consumes)
+8. the boundary is usable              (M float RGB frames at the previous result's frame size,
+                                        which the segment key pins; finite numbers; see
+                                        keys.value_checks.check_boundary)
+
+A broken previous result or boundary (unreadable, or a value of the wrong shape) fails the
+resume with what is broken and the fix: rebuild with reuse_prefix_segments=0.
 """
 from __future__ import annotations
 
@@ -17,9 +23,11 @@ from dataclasses import dataclass, field
 
 from . import segments
 from . import video
-from ..errors import (CorruptCacheError, InvalidRequestError, NoCommittedCacheError,
-                     PreviousResultError, ReuseError)
+from ..errors import CorruptCacheError, NoCommittedCacheError, PreviousResultError, ReuseError
 from ..keys.key import ReuseKey, ensure_match
+from ..keys.value_checks import check_boundary
+
+REBUILD = "run with reuse_prefix_segments=0 to rebuild the cache"
 
 SECTION = "segments"
 RESULT_FILE = "result.mp4"
@@ -68,8 +76,9 @@ def valid_prefixes(base, spec: SegmentSpec, key: ReuseKey, audio_expected: bool)
         return valid
     boundaries = base.manifest.get("boundaries") or {}
     frames = int(section.get("frames") or 0)
-    for cand in range(1, spec.S):
-        if segments.prefix_frames(cand, spec.F, spec.M) <= frames and str(cand - 1) in boundaries:
+    # bounded by the boundaries the cache holds (at most manifest.MAX_BOUNDARY + 1), not by S
+    for cand in sorted(int(i) + 1 for i in boundaries):
+        if cand < spec.S and segments.prefix_frames(cand, spec.F, spec.M) <= frames:
             valid.append(cand)
     return valid
 
@@ -99,12 +108,14 @@ def plan_resume(base, *, cache_name: str, N: int, spec: SegmentSpec, key: ReuseK
     try:
         with base.open_file(RESULT_FILE) as f:
             info = video.probe(f)
-    except ReuseError:
-        raise
-    except Exception as e:
-        raise PreviousResultError(f"the previous result in cache '{cache_name}' cannot be read: {e}",
-                                  expected="a decodable MP4", actual=type(e).__name__,
-                                  fix="run with reuse_prefix_segments=0 to rebuild the cache") from e
+    except Exception as e:   # the file itself is broken: never "check that the input exists"
+        cause = e.__cause__ if isinstance(e, ReuseError) and e.__cause__ is not None else e
+        why = cause.message if isinstance(cause, ReuseError) else (str(cause) or type(cause).__name__)
+        raise PreviousResultError(
+            f"the previous result in cache '{cache_name}' ({RESULT_FILE}) is unreadable: {why}",
+            expected="a decodable MP4 written by Prefix Merge", actual=type(cause).__name__,
+            fix=f"{REBUILD} (or clear it: python -m reuse_backend clear {cache_name} --yes)",
+            details={"cache": cache_name, "file": RESULT_FILE}) from e
     if info.frames < P:
         raise PreviousResultError(
             f"the previous result has {info.frames} frames, fewer than the {P} frames of {N} segments",
@@ -118,14 +129,19 @@ def plan_resume(base, *, cache_name: str, N: int, spec: SegmentSpec, key: ReuseK
         raise CorruptCacheError(f"boundary {N - 1} is missing from cache '{cache_name}'",
                                 expected=f"boundary_{N - 1:05d}", actual="missing",
                                 fix="run with reuse_prefix_segments=0 to rebuild the cache")
-    boundary = base.load_boundary(N - 1)
-    if not isinstance(boundary, dict) or "motion_frames" not in boundary:
-        raise CorruptCacheError(f"boundary {N - 1} of cache '{cache_name}' has no motion frames",
-                                expected="{'motion_frames': IMAGE, ...}", actual=type(boundary).__name__,
-                                fix="run with reuse_prefix_segments=0 to rebuild the cache")
-    mf = boundary["motion_frames"]
-    if getattr(mf, "shape", (None,))[0] != spec.M:
-        raise InvalidRequestError(f"boundary {N - 1} holds {getattr(mf, 'shape', ['?'])[0]} motion frames",
-                                  expected=spec.M, actual=getattr(mf, "shape", None),
-                                  fix="use the same motion_frames as the cached run")
+    fname = (base.manifest["boundaries"][str(N - 1)] or {}).get("file") or f"boundary_{N - 1:05d}"
+    try:
+        boundary = base.load_boundary(N - 1)
+    except CorruptCacheError as e:
+        inner = e.message.removeprefix(f"cache '{cache_name}': ").removeprefix(f"{fname}: ")
+        raise CorruptCacheError(f"boundary {N - 1} in cache '{cache_name}' ({fname}) is unreadable: {inner}",
+                                expected=e.expected, actual=e.actual,
+                                fix=f"{REBUILD} (or clear it: python -m reuse_backend clear {cache_name} --yes)",
+                                details={"cache": cache_name, "file": fname}) from None
+    p = check_boundary(boundary, M=spec.M, height=info.height, width=info.width)
+    if p is not None:
+        raise CorruptCacheError(f"boundary {N - 1} in cache '{cache_name}' ({fname}) holds an unusable value: "
+                                f"{p.text()}", expected=p.expected, actual=p.actual,
+                                fix=f"{REBUILD} (or clear it: python -m reuse_backend clear {cache_name} --yes)",
+                                details={"cache": cache_name, "file": fname, "path": p.path})
     return ResumePlan(N, P, boundary, info, list(range(N)))

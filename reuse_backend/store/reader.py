@@ -345,3 +345,16 @@ class Snapshot:
             self.close()
         except OSError as e:
             log.debug("closing a forgotten snapshot: %s", e)
+
+    def validate_file(self, fname: str):
+        """Cheap structural check of one value file (slot or boundary): the header and the value
+        structure are validated as a load would, without reading tensor data. Returns the value
+        with shape-only (meta) tensors; CorruptCacheError (same messages as a load) otherwise."""
+        from ..storage import skeleton
+        check_loadable(self.name, fname, os.fstat(self._fd(fname)))
+        with self.open_file(fname) as f:
+            try:
+                return skeleton.load_skeleton(f, max_bytes=self.manifest["files"][fname]["bytes"])
+            except CorruptCacheError as e:
+                raise corrupt(self.name, f"{fname}: {e.message}", expected=e.expected,
+                               actual=e.actual) from None

@@ -95,10 +95,12 @@ def _open(src, role: str = "input"):
             return av.open(os.fsdecode(src), "r")
         return av.open(_Cursor(src), "r")
     except (OSError, av.FFmpegError) as e:
+        if role == "previous result":   # the cache's own result.mp4: unreadable, not missing
+            raise _bad("the previous result video in the cache is unreadable", "a readable MP4 file",
+                       f"{type(e).__name__}: {e}",
+                       "run with reuse_prefix_segments=0 to rebuild the cache", PreviousResultError) from e
         raise _bad(f"cannot open the {role} video", "a readable MP4 file", f"{src!r}: {e}",
-                   f"check that the {role} video exists",
-                   PreviousResultError if role == "previous result" else InvalidRequestError
-                   ) from e
+                   f"check that the {role} video exists and is an MP4 file", InvalidRequestError) from e
 
 
 def iter_frames(src, start: int = 0, count: int | None = None, role: str = "input"):
