@@ -26,7 +26,7 @@ import stat
 import time
 
 from ..errors import CorruptCacheError, NoCommittedCacheError, TransactionError
-from ..storage import fsops, serialize
+from ..storage import fsops, serialize, skeleton
 from . import manifest as mf
 
 log = logging.getLogger("seedreuse")
@@ -295,10 +295,15 @@ class Snapshot:
         if verify and not self.file_hash_ok(fname):
             raise corrupt(self.name, f"{fname} does not match its recorded sha256",
                            expected=self.manifest["files"][fname]["sha256"], actual="other content")
+        return self._read(fname, serialize.load_value)
+
+    def _read(self, fname: str, read):
+        """``read(file, max_bytes=...)`` on one file of this version, bounded before any byte is
+        read (check_loadable); its CorruptCacheError names this cache and file."""
         check_loadable(self.name, fname, os.fstat(self._fd(fname)))
         with self.open_file(fname) as f:
             try:
-                return serialize.load_value(f, max_bytes=self.manifest["files"][fname]["bytes"])
+                return read(f, max_bytes=self.manifest["files"][fname]["bytes"])
             except CorruptCacheError as e:
                 raise corrupt(self.name, f"{fname}: {e.message}", expected=e.expected,
                                actual=e.actual) from None
@@ -350,11 +355,4 @@ class Snapshot:
         """Cheap structural check of one value file (slot or boundary): the header and the value
         structure are validated as a load would, without reading tensor data. Returns the value
         with shape-only (meta) tensors; CorruptCacheError (same messages as a load) otherwise."""
-        from ..storage import skeleton
-        check_loadable(self.name, fname, os.fstat(self._fd(fname)))
-        with self.open_file(fname) as f:
-            try:
-                return skeleton.load_skeleton(f, max_bytes=self.manifest["files"][fname]["bytes"])
-            except CorruptCacheError as e:
-                raise corrupt(self.name, f"{fname}: {e.message}", expected=e.expected,
-                               actual=e.actual) from None
+        return self._read(fname, skeleton.load_skeleton)
