@@ -45,6 +45,7 @@ TIERS = {
     "sharedfs": "real shared filesystems (GlusterFS, ...) across simulated hosts in network namespaces",
 }
 SMOKE_FILES = {"test_pack_loads.py", "test_host_smoke.py"}   # the host part of the fast lane
+SMOKE_EXCLUDED = {"test_two_workers_are_deterministic_and_survive_kill"}   # minutes, not seconds
 
 
 def _tier(item) -> str:
@@ -59,7 +60,7 @@ def _tier(item) -> str:
 def pytest_collection_modifyitems(config, items):
     for item in items:
         item.add_marker(getattr(pytest.mark, _tier(item)))
-        if Path(str(item.fspath)).name in SMOKE_FILES:
+        if Path(str(item.fspath)).name in SMOKE_FILES and item.originalname not in SMOKE_EXCLUDED:
             item.add_marker(pytest.mark.smoke)
 
 
@@ -68,6 +69,8 @@ def pytest_configure(config):
     for name, what in TIERS.items():
         config.addinivalue_line("markers", f"{name}: tier - {what}")
     config.addinivalue_line("markers", "smoke: a few host smoke tests (with backend: the fast lane)")
+    config.addinivalue_line("markers", "exhaustive: enumerations (every fs operation, every write kind, "
+                                       "two uids): in the full suite, not in the fast lane")
     if not config.pluginmanager.has_plugin("seedreuse-root-dir"):
         config.pluginmanager.register(_RepoRootIsNotATestPackage(), "seedreuse-root-dir")
 

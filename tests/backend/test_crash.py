@@ -79,6 +79,7 @@ def _dry_run_count(tmp_path, template, marker) -> int:
     return k
 
 
+@pytest.mark.exhaustive
 @pytest.mark.parametrize("with_base", [True, False], ids=["over-previous", "first-commit"])
 def test_sigkill_at_every_fs_operation(tmp_path, with_base):
     template = None

@@ -27,6 +27,7 @@ from reuse_backend.store import Cache
 ERRNOS = {"ENOSPC": errno.ENOSPC, "EIO": errno.EIO, "ESTALE": errno.ESTALE}
 
 
+@pytest.mark.exhaustive
 @pytest.mark.parametrize("persistent", [False, True], ids=["one-shot", "persistent"])
 @pytest.mark.parametrize("err", sorted(ERRNOS))
 def test_fault_at_every_fs_operation(tmp_path, err, persistent):

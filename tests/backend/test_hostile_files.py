@@ -101,6 +101,7 @@ def _sparse_slot(cache: Cache, claim: int) -> None:
     (d / "manifest.json").write_text(json.dumps(m, indent=1, sort_keys=True))
 
 
+@pytest.mark.exhaustive       # a 2 GiB sparse file; the 32 MiB variant below stays in the fast lane
 def test_sparse_slot_claiming_gigabytes_is_refused_before_reading(tmp_path):
     cache = Cache(tmp_path, "c")
     write_version(cache, 1)

@@ -17,7 +17,8 @@ import pytest
 
 from tests.backend.storehelp import REPO_ROOT
 
-pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="needs root to run workers as two uids")
+pytestmark = [pytest.mark.skipif(os.geteuid() != 0, reason="needs root to run workers as two uids"),
+              pytest.mark.exhaustive]
 GID, UID_A, UID_B = 42420, 42421, 42422
 
 # The interpreter and its libraries live under /root here (not readable by other uids), so each
