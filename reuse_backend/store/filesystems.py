@@ -3,11 +3,15 @@
 Decided per filesystem from measurement (docs/SHARED_FILESYSTEMS.md; ``python -m reuse_backend
 probe ROOT --peer OTHER_MOUNT`` runs the full check):
 
-* local disks, tmpfs, CephFS, MooseFS, GlusterFS with the strict option set: supported;
+* local disks, tmpfs, CephFS, GlusterFS with the strict option set: supported;
 * GlusterFS with its stock options: refused. Another host kept resolving a renamed directory's
   old name (the previous version) for 42 s to over 60 s after a commit. The client options are
   read from the local FUSE client's command line and the volume options from the translators
   of its client graph (its log); what cannot be verified is refused with the fix;
+* MooseFS: supported with every client metadata cache off (mfsmount -o mfsattrcacheto=0,
+  mfsentrycacheto=0,mfsdirentrycacheto=0,mfsnegentrycacheto=0); refused with the defaults: a host
+  was served "manifest.json is missing" for a just-committed version for up to 0.41 s
+  (docs/shared-fs/moosefs.md), where the cache-free mount ran the same soak clean;
 * JuiceFS: refused. While another host replaces or removes a file, opens fail with ENOENT, also
   on fds opened before, so a reader can fail in the middle of a load while another host commits;
 * sshfs/SFTP: refused (inode numbers are per path; the lock's identity check also catches it).
@@ -20,6 +24,7 @@ assumed); run the probe on it.
 from __future__ import annotations
 
 import os
+import re
 import threading
 
 from ..errors import UnsupportedFilesystemError
@@ -27,6 +32,7 @@ from ..errors import UnsupportedFilesystemError
 ENV_TRUSTED = "SEEDREUSE_TRUSTED_FILESYSTEM"
 GLUSTER_CLIENT_FLAGS = ("--entry-timeout=0", "--attribute-timeout=0", "--negative-timeout=0",
                         "--fopen-keep-cache=false")
+MOOSEFS_CLIENT_OPTIONS = ("mfsattrcacheto=0", "mfsentrycacheto=0", "mfsdirentrycacheto=0", "mfsnegentrycacheto=0")
 GLUSTER_VOLUME_OPTIONS = ("performance.stat-prefetch", "performance.open-behind", "performance.quick-read",
                           "performance.write-behind", "performance.io-cache", "performance.read-ahead",
                           "performance.readdir-ahead")
@@ -39,7 +45,8 @@ _guard = threading.Lock()
 
 
 def _unescape(s: str) -> str:
-    return s.replace("\\040", " ").replace("\\011", "\t").replace("\\012", "\n").replace("\\134", "\\")
+    """/proc/self/mountinfo escapes space, tab, newline, '#' and backslash as \\ooo (octal)."""
+    return re.sub(r"\\([0-7]{3})", lambda m: chr(int(m.group(1), 8)), s)
 
 
 def mount_of(path) -> tuple[str, str, str]:
@@ -127,11 +134,35 @@ def _gluster_problem(mountpoint: str) -> str | None:
     return None
 
 
+def _moosefs_problem(mountpoint: str) -> str | None:
+    fix = ("mount it with every metadata cache off (mfsmount -o " + ",".join(MOOSEFS_CLIENT_OPTIONS) +
+           "), or use a local disk")
+    argv = _fuse_client_cmdline(mountpoint, "mfsmount")
+    if argv is None:
+        return (f"cannot see the MooseFS client of {mountpoint} from here, so its options cannot be verified; "
+                f"{fix}; then set {ENV_TRUSTED}=<fstype> after `python -m reuse_backend probe` with --peer says safe")
+    opts = ",".join(argv[i + 1] for i, a in enumerate(argv[:-1]) if a == "-o") + "," + \
+        ",".join(a[2:] for a in argv if a.startswith("-o") and len(a) > 2)
+    given = {o.strip() for o in opts.split(",") if o.strip()}
+    missing = [o for o in MOOSEFS_CLIENT_OPTIONS if o not in given]
+    if missing:
+        return (f"MooseFS client options {missing} are not set for {mountpoint}: with its metadata caches a host "
+                f"was served a just-committed version without its manifest for up to half a second; {fix}")
+    return None
+
+
+def _is_moosefs(fstype: str, source: str) -> bool:
+    return fstype in ("fuse.mfs", "fuse.moosefs", "fuse.mfsmount") or \
+        (fstype == "fuse" and source.startswith("mfs#"))
+
+
 def policy_problem(path) -> str | None:
     """Why the store must not run on ``path``'s filesystem, or None."""
-    mp, fstype, _ = mount_of(path)
+    mp, fstype, source = mount_of(path)
     if os.environ.get(ENV_TRUSTED) == fstype:
         return None
+    if _is_moosefs(fstype, source):
+        return _moosefs_problem(mp)
     if fstype == "fuse.sshfs":
         return ("sshfs/SFTP has no stable inode numbers (they are per path), so a writer cannot tell "
                 "whether the lock and staging are still its own; use a local disk or a supported shared "

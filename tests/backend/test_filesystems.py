@@ -120,3 +120,25 @@ def test_glusterfs_policy(tmp_path, monkeypatch, argv, graph, ok, word):
         assert problem is None
     else:
         assert problem and word in problem and "performance.stat-prefetch off" in problem
+
+
+def test_mountinfo_octal_escapes():
+    assert fsys._unescape(r"mfs\04310.0.0.1:9421") == "mfs#10.0.0.1:9421"
+    assert fsys._unescape(r"/mnt/with\040space") == "/mnt/with space"
+
+
+@pytest.mark.parametrize("argv,ok", [
+    (["mfsmount", "-f", "-H", "10.0.0.1", "-o",
+      "mfsattrcacheto=0,mfsentrycacheto=0,mfsdirentrycacheto=0,mfsnegentrycacheto=0"], True),
+    (["mfsmount", "-f", "-H", "10.0.0.1"], False),                       # defaults: 1 s caches
+    (["mfsmount", "-o", "mfsattrcacheto=0,mfsentrycacheto=0"], False),   # a partial set
+    (None, False),                                                       # client not visible
+])
+def test_moosefs_policy(tmp_path, monkeypatch, argv, ok):
+    mnt = str(tmp_path / "mnt")
+    monkeypatch.setattr(fsys, "mount_of", lambda path: (mnt, "fuse", "mfs#10.0.0.1:9421"))
+    monkeypatch.setattr(fsys, "_fuse_client_cmdline", lambda mp, prog: None if argv is None else argv + [mnt])
+    problem = fsys.policy_problem(tmp_path)
+    assert (problem is None) == ok, problem
+    if not ok:
+        assert "mfsdirentrycacheto=0" in problem
