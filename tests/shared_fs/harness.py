@@ -31,11 +31,11 @@ from seedreuse_lab.graphs import T2V
 from seedreuse_lab.reuse_graphs import t2v_reuse
 from seedreuse_lab.worker import _quiet
 from reuse_backend.errors import ReuseError
-from reuse_backend.store import Cache, RunInfo, committed_caches
+from reuse_backend.store import Cache, RunInfo, committed_caches, filesystems
 
 from .env import REPO_ROOT, SharedFSEnv
 
-STALE_POLL_S = 20.0      # how long a stale read is followed until it converges
+STALE_POLL_S = 10.0      # how long a stale read is followed until it converges
 
 
 def med(xs):
@@ -76,7 +76,7 @@ class SharedFleet:
     """Workers on the simulated hosts, each with SEEDREUSE_CACHE_ROOT on its host's mount; the
     soak's checks read through the observer mount (``cache_root``)."""
 
-    def __init__(self, env: SharedFSEnv, base: Path, models_dir: Path, per_host=(2, 1)):
+    def __init__(self, env: SharedFSEnv, base: Path, models_dir: Path, per_host=(2, 1), extra_env=None):
         self.env = env
         self.cache_root = env.cache_root()
         self.workers: list[NetnsWorker] = []
@@ -84,7 +84,7 @@ class SharedFleet:
             for i in range(n):
                 self.workers.append(NetnsWorker(
                     f"{h.name}-w{i}", Path(base) / f"{h.name}-w{i}", env_=env, host=h, models_dir=models_dir,
-                    env={"SEEDREUSE_CACHE_ROOT": str(env.cache_root(h))}))
+                    env={"SEEDREUSE_CACHE_ROOT": str(env.cache_root(h)), **(extra_env or {})}))
 
     def start(self) -> "SharedFleet":
         from concurrent.futures import ThreadPoolExecutor
@@ -140,6 +140,7 @@ class CrossHostSoak(Soak):
         super().__init__(fleet, cfg, out_dir, log=log)
         self.env = fleet.env
         self.stale: list[dict] = []
+        self.out_of_step: list[dict] = []
         self.cross_reads = 0
 
     def _step(self, req) -> None:
@@ -147,14 +148,20 @@ class CrossHostSoak(Soak):
         self._cross_check(req.idx)
 
     def _cross_check(self, idx: int) -> None:
-        for h in self.env.hosts:
-            root = self.env.cache_root(h)
-            for name, m in self.models.items():
-                want = m.version
-                got = committed_version(root, name)
+        for name, m in self.models.items():
+            want = m.version
+            truth = committed_version(self.root, name)       # the observer's client: what the soak checked
+            if truth != want:
+                # the soak's model is out of step with the volume (a violation was just reported and the
+                # model resynced from what it could read): no baseline to judge the hosts' reads by
+                self.out_of_step.append({"after_request": idx, "cache": name, "model": want, "observer": truth})
+                continue
+            for h in self.env.hosts:
+                got = committed_version(self.env.cache_root(h), name)
                 self.cross_reads += 1
                 if got == want:
                     continue
+                root = self.env.cache_root(h)
                 t0, converged = time.monotonic(), None
                 while time.monotonic() - t0 < STALE_POLL_S:
                     time.sleep(0.2)
@@ -195,6 +202,7 @@ class CrossHostSoak(Soak):
         r["stale_reads"] = len(self.stale)
         r["cross_host_reads"] = self.cross_reads
         r["details"]["stale_reads"] = self.stale
+        r["details"]["model_out_of_step"] = self.out_of_step
         by_host: dict[str, dict] = {}
         for st in self.steps:
             h = self.fleet.host_of(self.fleet.workers[st.req["worker"]])
@@ -329,8 +337,11 @@ def measure_io(env: SharedFSEnv, total_mb: int = 64, repeats: int = 3, log=print
     with Cache(env.cache_root(), name).snapshot() as s:
         total = sum(e["bytes"] for e in s.manifest["files"].values())
     out = {"bytes": total, "write_mb_s": round(total / 1e6 / write_s, 1)}
-    for h in env.hosts:
-        root = env.cache_root(h)
+    local = Path(tempfile.mkdtemp(prefix="seedreuse-sharedfs-local-"))     # the same bytes on a local disk
+    import shutil
+    shutil.copytree(env.cache_root() / name, local / name)
+    places = [(h.name, env.cache_root(h)) for h in env.hosts] + [("local disk", local)]
+    for label, root in places:
         d = root / name
         _raw_read(d), _load_all(root, name)          # warm-up (and the first cross-host read)
         raw, load = [], []
@@ -340,10 +351,11 @@ def measure_io(env: SharedFSEnv, total_mb: int = 64, repeats: int = 3, log=print
                 _raw_read(d) if which == "raw" else _load_all(root, name)
                 (raw if which == "raw" else load).append(time.perf_counter() - t)
         mb = total / 1e6
-        out[h.name] = {"raw_mb_s": round(mb / med(raw), 1), "load_mb_s": round(mb / med(load), 1),
-                       "ratio_load_vs_raw": round(med(raw) / med(load), 2)}
-        log(f"  io on {h.name}: load {out[h.name]['load_mb_s']} MB/s vs raw {out[h.name]['raw_mb_s']} MB/s "
-            f"(ratio {out[h.name]['ratio_load_vs_raw']}) over {mb:.0f} MB")
+        out[label] = {"raw_mb_s": round(mb / med(raw), 1), "load_mb_s": round(mb / med(load), 1),
+                      "ratio_load_vs_raw": round(med(raw) / med(load), 2)}
+        log(f"  io on {label}: load {out[label]['load_mb_s']} MB/s vs raw {out[label]['raw_mb_s']} MB/s "
+            f"(ratio {out[label]['ratio_load_vs_raw']}) over {mb:.0f} MB")
+    shutil.rmtree(local, ignore_errors=True)
     Cache(env.cache_root(env.hosts[0]), name).clear()
     return out
 
@@ -436,30 +448,67 @@ def measure_hits(env: SharedFSEnv, fleet: SharedFleet, repeats: int = 3, log=pri
 
 # ------------------------------------------------------------------------------ one profile
 
+class trusted_fs:
+    """SEEDREUSE_TRUSTED_FILESYSTEM=<fstype of the mount> in this process (the operator's override
+    of a refusal), restored afterwards."""
+
+    def __init__(self, mount: Path):
+        self.fstype = filesystems.mount_of(mount)[1]
+
+    def __enter__(self):
+        self.before = os.environ.get(filesystems.ENV_TRUSTED)
+        os.environ[filesystems.ENV_TRUSTED] = self.fstype
+        filesystems.reset_cache()
+        return self
+
+    def __exit__(self, *exc):
+        if self.before is None:
+            os.environ.pop(filesystems.ENV_TRUSTED, None)
+        else:
+            os.environ[filesystems.ENV_TRUSTED] = self.before
+        filesystems.reset_cache()
+
+
 def run_profile(profile, out_dir: Path, models_dir: Path, *, requests: int = 8, seed: int = 5,
-                measure: bool = False, time_budget_s: float | None = None, log=print) -> dict:
-    """Bring the profile's volume up, probe, (measure,) soak or refusal check, tear down."""
+                measure: bool = False, time_budget_s: float | None = None, trusted: bool = False,
+                log=print) -> dict:
+    """Bring the profile's volume up, probe, (measure,) soak or refusal check, tear down.
+    ``trusted``: on a root the pack refuses, lift the refusal (SEEDREUSE_TRUSTED_FILESYSTEM, as an
+    operator could) and run the full soak instead, to see what the refusal protects from."""
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     t_all = time.monotonic()
+    refused = bool(profile.refusal) and not trusted
     res: dict = {"profile": profile.name, "fs": profile.fs, "options": profile.options,
-                 "version": profile.version(), "refusal_expected": profile.refusal}
+                 "version": profile.version(), "refusal_expected": profile.refusal if refused else None}
     env = SharedFSEnv(profile, log=log)
+    override = None
     try:
         env.setup()
         res["setup"] = dict(env.timings)
         log(f"== {profile.name}: {res['version']}; up in {env.timings['setup_s']} s; "
             f"mounts {[str(h.mount) for h in env.hosts]}")
         res["probe"] = run_probe(env, log)
+        if profile.refusal and trusted:
+            override = trusted_fs(env.hosts[0].mount).__enter__()
+            res["trusted"] = override.fstype
+            log(f"  refusal lifted: {filesystems.ENV_TRUSTED}={override.fstype}")
         if measure:
-            res["io"] = measure_io(env, log=log)
-            res["commit"] = measure_commit(env, log=log)
-        fleet = SharedFleet(env, out_dir / "workers", models_dir, per_host=(0, 1) if profile.refusal else (2, 1))
+            if refused:      # the pack's own I/O on this root only exists under the override
+                with trusted_fs(env.hosts[0].mount) as t:
+                    res["measured_with"] = f"{filesystems.ENV_TRUSTED}={t.fstype}"
+                    res["io"] = measure_io(env, log=log)
+                    res["commit"] = measure_commit(env, log=log)
+            else:
+                res["io"] = measure_io(env, log=log)
+                res["commit"] = measure_commit(env, log=log)
+        fleet = SharedFleet(env, out_dir / "workers", models_dir, per_host=(0, 1) if refused else (2, 1),
+                            extra_env={filesystems.ENV_TRUSTED: override.fstype} if override else None)
         try:
             fleet.start()
             log(f"  started {len(fleet.workers)} workers in {fleet.start_seconds} s")
             res["workers_start_s"] = fleet.start_seconds
-            if profile.refusal:
+            if refused:
                 res["refusal"] = refusal_check(env, fleet, profile.refusal, log)
             else:
                 if measure:
@@ -478,6 +527,8 @@ def run_profile(profile, out_dir: Path, models_dir: Path, *, requests: int = 8, 
         finally:
             fleet.stop()
     finally:
+        if override is not None:
+            override.__exit__(None, None, None)
         env.teardown()
         res["teardown_s"] = env.timings.get("teardown_s")
         res["seconds"] = round(time.monotonic() - t_all, 1)

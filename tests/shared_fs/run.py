@@ -1,6 +1,6 @@
 """Probe + cross-host soak + measurements per shared filesystem, one Markdown report each.
 
-    sudo bash scripts/shared_fs.sh [moosefs|juicefs|cephfs|gluster-strict|gluster-stock|all] [--requests 10]
+    sudo bash scripts/shared_fs.sh [gluster-strict|gluster-stock|moosefs|moosefs-strict|juicefs|cephfs|all] [--requests 10]
     (= .venv/bin/python -m tests.shared_fs.run ...)
 
 For each profile: installs what is missing (apt / pip), brings up the two simulated hosts and
@@ -24,11 +24,13 @@ import time
 import traceback
 from pathlib import Path
 
+from tests.soak.soak import assert_coverage
+
 from .env import PROFILES, REPO_ROOT, EnvError, Missing
 from .harness import assert_soak_clean, run_profile, soak_summary
 
 DOCS = REPO_ROOT / "docs" / "shared-fs"
-ORDER = ("gluster-strict", "gluster-stock", "moosefs", "juicefs", "cephfs")
+ORDER = ("gluster-strict", "gluster-stock", "moosefs", "moosefs-strict", "juicefs", "cephfs")
 
 
 def verdict(res: dict) -> tuple[bool, str]:
@@ -45,6 +47,7 @@ def verdict(res: dict) -> tuple[bool, str]:
     r = res.get("soak")
     try:
         assert_soak_clean(r)
+        assert_coverage(r)
         ok, text = True, "soak clean"
     except AssertionError as e:
         ok, text = False, str(e).splitlines()[0]
@@ -65,7 +68,11 @@ def markdown(res: dict, ok: bool, text: str) -> str:
          "client each over one volume served from a third namespace; see tests/shared_fs/env.py.", "",
          "| | |", "|---|---|",
          f"| filesystem version | {_cell(res.get('version'))} |",
-         f"| option set | {_cell(res.get('options'))} |",
+         f"| option set | {_cell(res.get('options'))} |"]
+    if res.get("trusted"):
+        L.append(f"| the pack's refusal | lifted for this run: SEEDREUSE_TRUSTED_FILESYSTEM={res['trusted']} "
+                 "(what the refusal protects from) |")
+    L += [
          f"| result | **{'PASS' if ok else 'FAIL'}**: {_cell(text)} |",
          f"| total time | {res.get('seconds')} s (install {res.get('install_s', 0)} s, bring-up "
          f"{(res.get('setup') or {}).get('setup_s')} s, workers {res.get('workers_start_s')} s, "
@@ -117,14 +124,19 @@ def markdown(res: dict, ok: bool, text: str) -> str:
         L.append("")
     m = [k for k in ("io", "commit", "hits") if res.get(k)]
     if m:
-        L += ["## Measurements (one run, side by side; ratios, not targets)", "",
+        L += ["## Measurements (one run, side by side; ratios, not targets)", ""]
+        if res.get("measured_with"):
+            L += [f"The pack refuses this root, so its own I/O was measured with `{res['measured_with']}`.", ""]
+        L += [
               "| measurement | value | ratio |", "|---|---|---|"]
         io = res.get("io")
         if io:
-            for h in ("hostA", "hostB"):
+            for h in ("hostA", "hostB", "local disk"):
                 if h in io:
-                    L.append(f"| load_slot of every slot ({io['bytes'] / 1e6:.0f} MB written on hostA) read on {h} "
-                             f"vs raw sequential read of the same files, same mount | {io[h]['load_mb_s']} vs "
+                    where = (f"read on {h}, same mount" if h != "local disk" else
+                             "the same files copied to a local disk (reference)")
+                    L.append(f"| load_slot of every slot ({io['bytes'] / 1e6:.0f} MB written on hostA) vs raw "
+                             f"sequential read of the same files: {where} | {io[h]['load_mb_s']} vs "
                              f"{io[h]['raw_mb_s']} MB/s | {io[h]['ratio_load_vs_raw']} |")
             L.append(f"| write: stage + commit of the same cache on hostA | {io['write_mb_s']} MB/s | |")
         c = res.get("commit")
@@ -140,6 +152,28 @@ def markdown(res: dict, ok: bool, text: str) -> str:
     return "\n".join(L)
 
 
+def write_index(docs: Path) -> None:
+    """docs/README.md: one row per report present (its result row and total time)."""
+    rows = []
+    for f in sorted(docs.glob("*.md")):
+        if f.name == "README.md":
+            continue
+        text = f.read_text()
+        get = lambda key: next((line.split("|")[2].strip() for line in text.splitlines()  # noqa: E731
+                                if line.startswith(f"| {key} |")), "?")
+        title = text.splitlines()[0].lstrip("# ") if text else f.stem
+        rows.append(f"| [{title}]({f.name}) | {get('filesystem version')} | {get('result')} | {get('total time')} |")
+    docs.joinpath("README.md").write_text("\n".join([
+        "# The pack on real shared filesystems", "",
+        "Written by `bash scripts/shared_fs.sh` (tests/shared_fs/run.py): two simulated hosts (network namespaces "
+        "with their own hostnames), one FUSE client each over one volume served from a third namespace; per "
+        "filesystem the pack's probe, load / commit / cross-host hit measurements and the cross-host soak (or, "
+        "where the pack refuses the root, the refusal). `-trusted` reports ran the soak with the refusal lifted "
+        "(SEEDREUSE_TRUSTED_FILESYSTEM), to show what it protects from. The CI part is "
+        "tests/shared_fs/test_glusterfs.py.", "",
+        "| report | version | result | time |", "|---|---|---|---|"] + rows) + "\n")
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(prog="python -m tests.shared_fs.run", description=__doc__.split("\n\n")[0])
     ap.add_argument("profile", nargs="?", default="all", choices=list(ORDER) + ["all"])
@@ -147,6 +181,9 @@ def main(argv=None) -> int:
     ap.add_argument("--seed", type=int, default=5)
     ap.add_argument("--no-measure", action="store_true")
     ap.add_argument("--no-install", action="store_true", help="report what is missing instead of installing it")
+    ap.add_argument("--trusted", action="store_true",
+                    help="on a root the pack refuses (gluster-stock, juicefs): lift the refusal with "
+                         "SEEDREUSE_TRUSTED_FILESYSTEM and run the full soak (report: <profile>-trusted.md)")
     ap.add_argument("--out", type=Path, default=None, help="output folder (JSON results, soak step reports, logs)")
     ap.add_argument("--docs", type=Path, default=DOCS)
     a = ap.parse_args(argv)
@@ -171,8 +208,8 @@ def main(argv=None) -> int:
             res["install_s"] = round(time.monotonic() - t0, 1)
             if miss:
                 raise Missing(miss)
-            res.update(run_profile(prof, out / name, models, requests=a.requests, seed=a.seed,
-                                   measure=not a.no_measure))
+            res.update(run_profile(prof, out / (name + ("-trusted" if a.trusted else "")), models, requests=a.requests, seed=a.seed,
+                                   measure=not a.no_measure, trusted=a.trusted))
         except (EnvError, Exception) as e:   # noqa: BLE001 - report and go on with the next profile
             res["error"] = f"{type(e).__name__}: {e}\n{traceback.format_exc()[-3000:]}"
         res.setdefault("version", prof.version() if not isinstance(res.get("error"), str) or
@@ -180,11 +217,14 @@ def main(argv=None) -> int:
         res["seconds"] = round(time.monotonic() - t0, 1)
         ok, text = verdict(res)
         all_ok &= ok
-        (a.docs / f"{name}.md").write_text(markdown(res, ok, text) + "\n")
-        (out / f"{name}.json").write_text(json.dumps(res, indent=1, default=str))
-        summary.append(f"{name:15s} {'PASS' if ok else 'FAIL'}: {text} ({res['seconds']} s) -> "
-                       f"{(a.docs / f'{name}.md').relative_to(REPO_ROOT) if a.docs.is_relative_to(REPO_ROOT) else a.docs}")
+        stem = name + ("-trusted" if a.trusted and prof.refusal else "")
+        (a.docs / f"{stem}.md").write_text(markdown(res, ok, text) + "\n")
+        (out / f"{stem}.json").write_text(json.dumps(res, indent=1, default=str))
+        doc = a.docs / f"{stem}.md"
+        summary.append(f"{stem:15s} {'PASS' if ok else 'FAIL'}: {text} ({res['seconds']} s) -> "
+                       f"{doc.relative_to(REPO_ROOT) if doc.is_relative_to(REPO_ROOT) else doc}")
         print(f"== {summary[-1]}", flush=True)
+    write_index(a.docs)
     print("\n".join(["", "shared filesystems:"] + ["  " + s for s in summary] + [f"output: {out}"]))
     if all_ok and a.out is None:
         shutil.rmtree(out / "models", ignore_errors=True)
