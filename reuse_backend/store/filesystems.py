@@ -11,7 +11,8 @@ probe ROOT --peer OTHER_MOUNT`` runs the full check):
 * MooseFS: supported with every client metadata cache off (mfsmount -o mfsattrcacheto=0,
   mfsentrycacheto=0,mfsdirentrycacheto=0,mfsnegentrycacheto=0); refused with the defaults: a host
   was served "manifest.json is missing" for a just-committed version for up to 0.41 s
-  (docs/shared-fs/moosefs.md), where the cache-free mount ran the same soak clean;
+  (docs/shared-fs/moosefs.md), where the cache-free mount ran the same soak clean. The options
+  are read from the mount's ``.params`` meta file;
 * JuiceFS: refused. While another host replaces or removes a file, opens fail with ENOENT, also
   on fds opened before, so a reader can fail in the middle of a load while another host commits;
 * sshfs/SFTP: refused (inode numbers are per path; the lock's identity check also catches it).
@@ -134,17 +135,42 @@ def _gluster_problem(mountpoint: str) -> str | None:
     return None
 
 
+def _moosefs_params(mountpoint: str) -> dict | None:
+    """The running mount's parameters from MooseFS's ``<mount>/.params`` meta file (mfsmount
+    rewrites its own command line, so that is where they can be read), or None."""
+    try:
+        fd = os.open(os.path.join(mountpoint, ".params"), os.O_RDONLY | os.O_NONBLOCK)
+    except OSError:
+        return None
+    try:
+        data = os.read(fd, 1 << 16).decode(errors="replace")
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+    out = {}
+    for line in data.splitlines():
+        k, sep, v = line.partition(":")
+        if sep:
+            out[k.strip()] = v.strip()
+    return out or None
+
+
 def _moosefs_problem(mountpoint: str) -> str | None:
     fix = ("mount it with every metadata cache off (mfsmount -o " + ",".join(MOOSEFS_CLIENT_OPTIONS) +
            "), or use a local disk")
-    argv = _fuse_client_cmdline(mountpoint, "mfsmount")
-    if argv is None:
-        return (f"cannot see the MooseFS client of {mountpoint} from here, so its options cannot be verified; "
-                f"{fix}; then set {ENV_TRUSTED}=<fstype> after `python -m reuse_backend probe` with --peer says safe")
-    opts = ",".join(argv[i + 1] for i, a in enumerate(argv[:-1]) if a == "-o") + "," + \
-        ",".join(a[2:] for a in argv if a.startswith("-o") and len(a) > 2)
-    given = {o.strip() for o in opts.split(",") if o.strip()}
-    missing = [o for o in MOOSEFS_CLIENT_OPTIONS if o not in given]
+    params = _moosefs_params(mountpoint)
+    if params is None:
+        return (f"cannot read {mountpoint}/.params, so the MooseFS mount options cannot be verified; {fix}; "
+                f"then set {ENV_TRUSTED}=<fstype> after `python -m reuse_backend probe` with --peer says safe")
+    missing = []
+    for opt in MOOSEFS_CLIENT_OPTIONS:
+        name = opt.split("=", 1)[0]
+        try:
+            if float(params.get(name, "nan")) != 0.0:
+                missing.append(opt)
+        except ValueError:
+            missing.append(opt)
     if missing:
         return (f"MooseFS client options {missing} are not set for {mountpoint}: with its metadata caches a host "
                 f"was served a just-committed version without its manifest for up to half a second; {fix}")

@@ -127,17 +127,21 @@ def test_mountinfo_octal_escapes():
     assert fsys._unescape(r"/mnt/with\040space") == "/mnt/with space"
 
 
-@pytest.mark.parametrize("argv,ok", [
-    (["mfsmount", "-f", "-H", "10.0.0.1", "-o",
-      "mfsattrcacheto=0,mfsentrycacheto=0,mfsdirentrycacheto=0,mfsnegentrycacheto=0"], True),
-    (["mfsmount", "-f", "-H", "10.0.0.1"], False),                       # defaults: 1 s caches
-    (["mfsmount", "-o", "mfsattrcacheto=0,mfsentrycacheto=0"], False),   # a partial set
-    (None, False),                                                       # client not visible
-])
-def test_moosefs_policy(tmp_path, monkeypatch, argv, ok):
-    mnt = str(tmp_path / "mnt")
-    monkeypatch.setattr(fsys, "mount_of", lambda path: (mnt, "fuse", "mfs#10.0.0.1:9421"))
-    monkeypatch.setattr(fsys, "_fuse_client_cmdline", lambda mp, prog: None if argv is None else argv + [mnt])
+PARAMS_STRICT = "mfsmaster: 10.0.0.1\nmfsattrcacheto: 0.000\nmfsxattrcacheto: 30.000\nmfsentrycacheto: 0.000\n" \
+                "mfsdirentrycacheto: 0.000\nmfsnegentrycacheto: 0.000\n"
+PARAMS_DEFAULT = "mfsmaster: 10.0.0.1\nmfsattrcacheto: 1.000\nmfsentrycacheto: 0.000\n" \
+                 "mfsdirentrycacheto: 1.000\nmfsnegentrycacheto: 0.000\n"
+
+
+@pytest.mark.parametrize("params,ok", [(PARAMS_STRICT, True), (PARAMS_DEFAULT, False), (None, False)],
+                         ids=["caches-off", "defaults", "no-params-file"])
+def test_moosefs_policy(tmp_path, monkeypatch, params, ok):
+    """mfsmount rewrites its command line; the options are read from <mount>/.params."""
+    mnt = tmp_path / "mnt"
+    mnt.mkdir()
+    if params is not None:
+        (mnt / ".params").write_text(params)
+    monkeypatch.setattr(fsys, "mount_of", lambda path: (str(mnt), "fuse", "mfs#10.0.0.1:9421"))
     problem = fsys.policy_problem(tmp_path)
     assert (problem is None) == ok, problem
     if not ok:
