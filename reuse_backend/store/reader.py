@@ -189,6 +189,10 @@ class VersionReader:
             return _Retry(what)
         try:
             st, here = os.fstat(dfd), os.lstat(path)
+            if st.st_nlink == 0:
+                # the directory we opened was deleted (a commit on another host replaced it and
+                # removed the old version): we reached it through a stale name; read again
+                return _Retry(what)
             if (st.st_dev, st.st_ino) == (here.st_dev, here.st_ino):
                 return corrupt(self.name, what, expected="every file the manifest lists",
                                 actual="missing")

@@ -473,8 +473,9 @@ def run_profile(profile, out_dir: Path, models_dir: Path, *, requests: int = 8, 
                 measure: bool = False, time_budget_s: float | None = None, trusted: bool = False,
                 log=print) -> dict:
     """Bring the profile's volume up, probe, (measure,) soak or refusal check, tear down.
-    ``trusted``: on a root the pack refuses, lift the refusal (SEEDREUSE_TRUSTED_FILESYSTEM, as an
-    operator could) and run the full soak instead, to see what the refusal protects from."""
+    ``trusted``: lift any refusal of this root (SEEDREUSE_TRUSTED_FILESYSTEM=<its fstype>, as an
+    operator could) and run the full soak, to see what a refusal protects from (or that it is not
+    needed)."""
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     t_all = time.monotonic()
@@ -489,7 +490,7 @@ def run_profile(profile, out_dir: Path, models_dir: Path, *, requests: int = 8, 
         log(f"== {profile.name}: {res['version']}; up in {env.timings['setup_s']} s; "
             f"mounts {[str(h.mount) for h in env.hosts]}")
         res["probe"] = run_probe(env, log)
-        if profile.refusal and trusted:
+        if trusted:
             override = trusted_fs(env.hosts[0].mount).__enter__()
             res["trusted"] = override.fstype
             log(f"  refusal lifted: {filesystems.ENV_TRUSTED}={override.fstype}")
