@@ -276,7 +276,7 @@ def _load_all(root: Path, name: str, verify=None):
 _RAW_BUF: list = []
 
 
-def _raw_read_fresh(root: Path, name: str) -> int:
+def raw_read_fresh(root: Path, name: str) -> int:
     """Sequential read of every artifact file into a new buffer per file (what any loader has
     to do: the bytes land in fresh memory, page faults included; no parsing)."""
     n, d = 0, root / name
@@ -341,7 +341,7 @@ def bench_cacheio(tmp: Path, R: int) -> None:
     load_w, load_v, raw_w, fresh_w = [], [], [], []
     for _ in range(R):
         t0 = time.perf_counter()
-        _raw_read_fresh(root, "io")
+        raw_read_fresh(root, "io")
         fresh_w.append(time.perf_counter() - t0)
         t0 = time.perf_counter()
         vals = _load_all(root, "io")
@@ -373,7 +373,7 @@ def bench_cacheio(tmp: Path, R: int) -> None:
             del vals
             _drop_caches()
             t0 = time.perf_counter()
-            _raw_read_fresh(root, "io")
+            raw_read_fresh(root, "io")
             raw_c.append(time.perf_counter() - t0)
         ratio_c = tp(load_c) / tp(raw_c)
         row(area, "raw sequential read into fresh buffers, cold (drop_caches)", f"{tp(raw_c):.0f} MB/s")

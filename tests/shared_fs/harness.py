@@ -26,6 +26,7 @@ from pathlib import Path
 from tests.soak.soak import S, SEG_CACHE, SEG_TEXT, T2V_CACHE, TEXTS, Request, Soak, SoakConfig, assert_clean, format_report
 from tests.soak.two_hosts import NetnsWorker
 
+from seedreuse_lab.bench import raw_read_fresh   # the same raw-read baseline as the benchmark
 from seedreuse_lab import graphs
 from seedreuse_lab.graphs import T2V
 from seedreuse_lab.reuse_graphs import t2v_reuse
@@ -299,25 +300,6 @@ def _artifacts(total_mb: int):
     return [(f"s{i:02d}", torch.randn((8 << 20) // 4, generator=g)) for i in range(n)]   # 8 MB each
 
 
-def _raw_read(d: Path) -> int:
-    """Sequential read of every artifact file into a fresh buffer (no parsing)."""
-    n = 0
-    for f in sorted(os.listdir(d)):
-        if f.endswith(".safetensors"):
-            with open(d / f, "rb", buffering=0) as fh:
-                size = os.fstat(fh.fileno()).st_size
-                buf = bytearray(size)
-                view, got = memoryview(buf), 0
-                while got < size:
-                    k = fh.readinto(view[got:])
-                    if not k:
-                        break
-                    got += k
-                n += got
-                del view, buf
-    return n
-
-
 def _load_all(root: Path, name: str) -> int:
     with Cache(root, name).snapshot() as s:
         vals = [s.load_slot(slot) for slot in sorted(s.manifest["slots"])]
@@ -343,12 +325,12 @@ def measure_io(env: SharedFSEnv, total_mb: int = 64, repeats: int = 3, log=print
     places = [(h.name, env.cache_root(h)) for h in env.hosts] + [("local disk", local)]
     for label, root in places:
         d = root / name
-        _raw_read(d), _load_all(root, name)          # warm-up (and the first cross-host read)
+        raw_read_fresh(root, name), _load_all(root, name)          # warm-up (and the first cross-host read)
         raw, load = [], []
         for k in range(repeats):
             for which in (("raw", "load") if k % 2 == 0 else ("load", "raw")):
                 t = time.perf_counter()
-                _raw_read(d) if which == "raw" else _load_all(root, name)
+                raw_read_fresh(root, name) if which == "raw" else _load_all(root, name)
                 (raw if which == "raw" else load).append(time.perf_counter() - t)
         mb = total / 1e6
         out[label] = {"raw_mb_s": round(mb / med(raw), 1), "load_mb_s": round(mb / med(load), 1),
