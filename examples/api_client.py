@@ -11,6 +11,13 @@ Steps (each one waits until the previous prompt has finished successfully):
   3. resume   reuse=require, reuse_prefix_segments=N, a new seed: keeps segments 0..N-1 of the
               previous video and generates the rest (only for workflows with a Segment Loop)
 
+Optional steps (--steps first,resume,extend,from_take):
+
+  extend     two more segments (total_frames = P(S+2)) keeping every segment of the latest take
+             (reuse_prefix_segments = S): only the new segments are generated
+  from_take  resume from the oldest kept take (from_take = its number, as the dry run lists the
+             takes) with reuse_prefix_segments = -1: as many of its segments as are still valid
+
 Before queueing, every step asks the server what will happen (POST /seedreuse/check, a dry
 run that executes nothing) and prints it: per Encode-or-Reuse node "reuse" / "encode" /
 "fail" and why; for a segment loop the segment count, the valid N and the frames each N keeps.
@@ -133,10 +140,13 @@ def is_link(v) -> bool:
     return isinstance(v, list) and len(v) == 2 and isinstance(v[0], str) and isinstance(v[1], int)
 
 
-def configure(prompt: dict, *, cache_name: str, reuse: str, prefix: int, seed: int | None) -> dict:
+def configure(prompt: dict, *, cache_name: str, reuse: str, prefix: int, seed: int | None,
+              from_take: int = 0) -> dict:
     p = copy.deepcopy(prompt)
     for nid in nodes_of(p, SESSION):
         p[nid]["inputs"].update(cache_name=cache_name, reuse=reuse, reuse_prefix_segments=prefix)
+        if from_take:
+            p[nid]["inputs"]["from_take"] = from_take
     if seed is not None:
         for n in p.values():
             for k in SEED_INPUTS:
@@ -322,8 +332,33 @@ def main(argv=None) -> int:
                     n = max(valid) if valid else 1
                 say(f"[3/3] segment resume: reuse=require, reuse_prefix_segments={n}, seed {seed + 2}")
                 prompt = configure(base, cache_name=args.cache_name, reuse="require", prefix=n, seed=seed + 2)
+            elif step in ("extend", "from_take") and has_loop:
+                probe = client.check(configure(base, cache_name=args.cache_name, reuse="require", prefix=0,
+                                               seed=seed + 3))
+                loop = next(iter((probe.get("segments") or {}).values()), {})
+                takes = loop.get("takes") or []
+                if not takes:
+                    say(f"[{step}] skipped: cache '{args.cache_name}' keeps no take yet")
+                    summary["steps"][step] = {"skipped": "no take"}
+                    continue
+                if step == "extend":
+                    S, F, M = takes[0]["segments"], loop["F"], loop["M"]
+                    total = (S + 2) * (F - M) + M
+                    say(f"[extend] reuse_prefix_segments={S} (every segment of take {takes[0]['take']}), "
+                        f"total_frames={total}: only segments {S}..{S + 1} are generated")
+                    prompt = configure(base, cache_name=args.cache_name, reuse="require", prefix=S, seed=seed + 3)
+                    for nid in nodes_of(prompt, LOOP_START):
+                        prompt[nid]["inputs"]["total_frames"] = total
+                else:
+                    oldest = takes[-1]["take"]
+                    say(f"[from_take] from_take={oldest} (the oldest kept take), reuse_prefix_segments=-1")
+                    prompt = configure(base, cache_name=args.cache_name, reuse="require", prefix=-1,
+                                       seed=seed + 4, from_take=oldest)
+            elif step in ("extend", "from_take"):
+                say(f"[{step}] skipped (the workflow has no Segment Loop Start)")
+                continue
             else:
-                raise SystemExit(f"unknown step {step!r} (first, reuse, resume)")
+                raise SystemExit(f"unknown step {step!r} (first, reuse, resume, extend, from_take)")
             rc = run_step(client, step, prompt, args.timeout, summary)
             if rc:
                 break

@@ -1,7 +1,7 @@
 """ComfyUI adapters of the SeedReuse pack: node classes, the prompt lifecycle hook, routes."""
 from __future__ import annotations
 
-from . import adapters, carry, routes, transactions
+from . import adapters, carry, routes, transactions, users
 from .encode_nodes import ENCODE_NODES
 from .host import ComfyExtension
 from .prefix_merge import PREFIX_MERGE_NODES
@@ -20,6 +20,10 @@ async def comfy_entrypoint() -> ComfyExtension:
     transactions.register_before_commit(carry.carry_unexecuted_slots)
     transactions.install()
     adapters.register_all()
+    try:
+        users.register()
+    except Exception as e:  # noqa: BLE001 - without it a --multi-user server keeps one namespace
+        transactions.log.error("seedreuse: per-user namespaces not installed: %s", e)
     try:
         routes.register()
     except Exception as e:  # routes are feedback only; nodes still work without them

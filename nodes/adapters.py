@@ -1,7 +1,11 @@
 """Serializer adapters for host classes that appear inside encoder outputs.
 
 The backend never imports ComfyUI, and never builds a class named by a file: only the
-classes registered here can be restored from a cache.
+classes registered here can be restored from a cache. The real CLIPVisionEncode output (a
+``comfy.clip_vision.Output`` with last_hidden_state, image_embeds, penultimate_hidden_states and
+mm_projected = None for ViT-H) is such an attribute bag; the real AudioEncoderEncode output is a
+plain dict (its all-layers entry a tuple) that the serializer stores without an adapter. Both
+restore bit-exact on another worker (tests/test_real_encoders.py).
 """
 from __future__ import annotations
 

@@ -1,7 +1,6 @@
 """Dry run: what would each reuse node of an API-format prompt do, without executing anything.
 
-It computes the same keys as execution (including the host change tokens ComfyUI adds,
-e.g. LoadImage's file hash) and compares them with the committed caches, read-only.
+Same keys as execution (host change tokens included), compared with the committed caches, read-only.
 
 Bounded before any expensive work (``check_request``; the route answers 413 for a limit, 400
 for an invalid prompt, with ``{"error": {code, type, message, expected, actual, fix}}``):
@@ -12,31 +11,28 @@ checks it (converted, then the schema's min/max unless the class validates that 
 the pack's own inputs exactly (an INT is a whole number: never 1.5, true or "2"), among the
 nodes ComfyUI validates (upstream of an output) or the pack reads (upstream of its nodes);
 ``MAX_KEY_CHARS`` (64 M) characters of keys in all; ``prefix_frames_by_n`` lists at most
-``MAX_LISTED_SEGMENTS`` entries (``S`` is the full count). The walks are iterative and linear in
-nodes + edges; a key's field names are paths, so a chain of d nodes has O(d^2) characters: that
-is what the key limits bound.
+``MAX_LISTED_SEGMENTS`` entries (``S`` is the full count). The walks are iterative, linear in nodes +
+edges; field names are paths (a chain of d nodes has O(d^2) characters): what the key limits bound.
 """
 from __future__ import annotations
 
 import inspect
 import json
 
-from ..reuse_backend.errors import CorruptCacheError, InvalidRequestError, ReuseError
+from ..reuse_backend.errors import CorruptCacheError, InvalidRequestError
 from ..reuse_backend.keys import graph_key
 from ..reuse_backend.keys.graph_key import MAX_VALUE_DEPTH, is_link, number_problem
 from ..reuse_backend.keys.slots import decide_slot
 from ..reuse_backend.keys.value_checks import inspect_slot
-from ..reuse_backend.media import segments
-from ..reuse_backend.media.segment_plan import RESULT_FILE, SECTION, make_spec, plan_resume, valid_prefixes
-from ..reuse_backend.store import Cache, roots
 from . import host
-from .graph_view import (END_ID, ENCODE_PREFIX, PREFIX, SLOT_IO_TYPES, START_ID, GraphView, find_end_node,
-                         segment_key, session_of, slot_key)
+from .dry_run_segments import MAX_LISTED_SEGMENTS  # noqa: F401  (documented above; the segment answers)
+from .dry_run_segments import Snapshots, cached_snapshot as _cached_snapshot, error_dict as _err, \
+    segment_answer as _segment_answer, session_settings as _session
+from .graph_view import END_ID, ENCODE_PREFIX, PREFIX, SLOT_IO_TYPES, START_ID, GraphView, slot_key
 
 MAX_BODY_BYTES = 16 << 20
 MAX_NODES = 2000
 MAX_KEY_CHARS = 64_000_000
-MAX_LISTED_SEGMENTS = 10_000
 MAX_LISTED_PROBLEMS = 20
 
 
@@ -139,8 +135,7 @@ def _validate_signature(cls) -> tuple[frozenset, bool]:
 
 
 def _too_large(what: str, limit, actual, fix: str) -> RequestTooLargeError:
-    return RequestTooLargeError(f"{what} exceeds the dry run's limit of {limit}", expected=f"<= {limit}",
-                                actual=actual, fix=fix)
+    return RequestTooLargeError(f"{what} exceeds the dry run's limit of {limit}", expected=f"<= {limit}", actual=actual, fix=fix)
 
 
 def check_request(prompt, schemas: Schemas | None = None) -> tuple[dict, dict]:
@@ -260,27 +255,14 @@ def fill_change_tokens(prompt: dict, keyed=None, schemas: Schemas | None = None)
     return out
 
 
-def _snapshot(name: str):
-    return Cache(host.cache_root(), roots.validate_cache_name(name)).snapshot()
-
-
-def _err(e: Exception) -> dict:
-    return e.to_dict() if isinstance(e, ReuseError) else {"type": type(e).__name__, "message": str(e)}
-
-
-def _session(view, node_id):
-    sess = session_of(view, node_id)
-    if not sess:
-        raise ValueError(f"node {node_id} has no SeedReuse Session connected")
-    return sess
-
-
-def dry_run(prompt: dict) -> dict:
-    """Per reuse node "reuse" / "encode" / "fail" and why. Raises RequestTooLargeError (413) or
-    another ReuseError (400) for a request it refuses (see check_request and the module doc)."""
+def dry_run(prompt: dict, root: str | None = None) -> dict:
+    """Per reuse node "reuse" / "encode" / "fail" and why, against the caches under ``root``
+    (the requesting user's namespace; default: the configured root). Raises
+    RequestTooLargeError (413) or another ReuseError (400) for a request it refuses (see
+    check_request and the module doc)."""
     schemas = Schemas()
     _, keyed = check_request(prompt, schemas)
-    snaps: dict = {}
+    snaps = Snapshots(root or host.cache_root())
     result = {"nodes": {}, "segments": {}}
     with graph_key.key_budget(MAX_KEY_CHARS) as budget:
         view = GraphView(fill_change_tokens(prompt, keyed, schemas))
@@ -303,8 +285,7 @@ def dry_run(prompt: dict) -> dict:
 
 
 def _loop_ends(prompt: dict) -> dict:
-    """Segment Loop Start id -> the first Segment Loop End whose ``loop`` input links to it
-    (graph_view.find_end_node for every Start in one pass)."""
+    """Segment Loop Start id -> the first Segment Loop End linked to it (find_end_node, one pass)."""
     ends: dict = {}
     for nid, node in prompt.items():
         if node.get("class_type") == END_ID:
@@ -312,12 +293,6 @@ def _loop_ends(prompt: dict) -> dict:
             if is_link(link):
                 ends.setdefault(link[0], nid)
     return ends
-
-
-def _cached_snapshot(snaps, name):
-    if name not in snaps:
-        snaps[name] = _snapshot(name)
-    return snaps[name]
 
 
 def _slot_answer(view, nid, ct, snaps) -> dict:
@@ -337,64 +312,3 @@ def _slot_answer(view, nid, ct, snaps) -> dict:
                 "reason": d.reason, "mismatch": d.mismatch, "key": d.key.digest}
     except Exception as e:
         return {"kind": "slot", "slot": slot, "will": "fail", "reason": str(e), "error": _err(e)}
-
-
-def _segment_answer(view, nid, snaps, ends: dict | None = None) -> dict:
-    inputs = view.get(nid).get("inputs") or {}
-    out: dict = {"kind": "segments"}
-    try:
-        sess = _session(view, nid)
-        name, n = sess.get("cache_name", "default"), int(sess.get("reuse_prefix_segments", 0))
-        F, M, fps = int(inputs["segment_frames"]), int(inputs["motion_frames"]), float(inputs["fps"])
-        total = int(inputs.get("total_frames") or 0)
-        out.update({"cache": name, "N": n, "F": F, "M": M})
-        try:
-            snap = _cached_snapshot(snaps, name)
-        except CorruptCacheError as e:
-            if n > 0:      # a resume needs the previous run; execution fails the same way
-                raise
-            snap = None    # N = 0 generates everything, and its commit replaces the broken version
-            out["cache_unreadable"] = e.message
-        section = ((snap.manifest.get("sections") or {}).get(SECTION) if snap else None) or {}
-        prev = section.get("spec") or {}
-        if prev:
-            out["previous"] = {"segments": prev.get("S"), "frames": section.get("frames"),
-                               "seed": section.get("seed"), "segment_starts": section.get("segment_starts"),
-                               "result": RESULT_FILE}
-        audio_expected = "audio" in inputs
-        if total == 0 and not audio_expected:  # what execution raises first (Segment Loop Start)
-            raise InvalidRequestError("total_frames is 0 and no audio is connected",
-                                      expected="total_frames > 0 or an audio input", actual=0,
-                                      fix="set total_frames, or connect the audio that sets the duration")
-        end_id = ends.get(nid) if ends is not None else find_end_node(view, nid)
-        if end_id is None:
-            raise ValueError("no Segment Loop End is connected to this Segment Loop Start")
-        if total == 0:  # duration from audio: only known at run time; use the previous run's
-            total = int(prev.get("total_frames") or 0)
-        if total <= 0:
-            # No previous run to take the audio duration from. N = 0 needs none: a normal run whose
-            # segment count follows the audio at run time. N > 0 fails as execution does (the plan
-            # is checked against a spec with N + 1 segments, so only the missing run can fail it).
-            if n > 0:
-                plan_resume(snap, cache_name=name, N=n,
-                            spec=make_spec(F, M, fps, segments.total_frames(n + 1, F, M)),
-                            key=None, audio_expected=audio_expected)
-            out.update({"valid": True, "will": "generate", "S": None, "prefix_frames_by_n": [0], "valid_n": [0],
-                        "reason": "the segment count follows the audio duration, known at run time",
-                        "plan": "no prefix reused: every segment is generated (the segment count follows "
-                                "the audio duration at run time)"})
-            return out
-        spec = make_spec(F, M, fps, total)
-        out["S"] = spec.S
-        listed = min(spec.S, MAX_LISTED_SEGMENTS)   # P(N) = N*(F-M)+M; S may be millions
-        out["prefix_frames_by_n"] = [segments.prefix_frames(i, F, M) for i in range(listed)]
-        if listed < spec.S:
-            out["listed_segments"] = listed
-        key = segment_key(view, end_id, spec)
-        plan = plan_resume(snap, cache_name=name, N=n, spec=spec, key=key, audio_expected=audio_expected)
-        valid = valid_prefixes(snap, spec, key, audio_expected)
-        out.update({"valid": True, "will": "resume" if n else "generate", "plan": plan.describe(),
-                    "valid_n": valid, "key": key.digest})
-    except Exception as e:
-        out.update({"valid": False, "will": "fail", "reason": str(e), "error": _err(e)})
-    return out

@@ -14,6 +14,7 @@ SESSION_ID = "SeedReuseSession"
 ENCODE_PREFIX = "SeedReuseEncode"
 START_ID = "SeedReuseSegmentLoopStart"
 END_ID = "SeedReuseSegmentLoopEnd"
+PROMPT_ID = "SeedReuseSegmentPrompt"
 KEY_VERSION = 1
 
 # Encode-or-Reuse node id -> the ComfyUI io type of its slot (filled as the node classes are made)
@@ -40,7 +41,7 @@ class GraphView:
 
 def own_skip_inputs(prompt_like, node_ids=None) -> dict:
     """Our own nodes' reuse controls never enter keys (the session is skipped whole)."""
-    return {SESSION_ID: ("cache_name", "reuse", "reuse_prefix_segments"),
+    return {SESSION_ID: ("cache_name", "reuse", "reuse_prefix_segments", "from_take"),
             "SeedReuseSegmentLoopStart": ("session", "seed"),
             "SeedReuseBoundarySave": ("loop",),
             "SeedReusePrefixMerge": ("session", "filename_prefix")}
@@ -87,6 +88,52 @@ def segment_key(view: GraphView, end_id: str, spec) -> ReuseKey:
     return ReuseKey.build("segments", fields)
 
 
+# The inputs of Segment Loop Start that differ per segment (windowed per segment) or that only
+# set the segment count: the static part of per-segment validity leaves them out.
+PER_SEGMENT_INPUTS = ("total_frames", "audio", "audio_features")
+
+
+def segment_static_key(view: GraphView, end_id: str, spec) -> ReuseKey:
+    """What every segment of a loop depends on alike (media.segment_validity): the segment key's
+    walk without the loop's per-segment inputs and without the segment count."""
+    skip = dict(own_skip_inputs(view))
+    skip[START_ID] = tuple(skip[START_ID]) + PER_SEGMENT_INPUTS
+    skip[PROMPT_ID] = ("prompts",)      # literal lines are per segment; a linked text stays static (below)
+    fields = graph_key.describe_upstream(view, [end_id, 0], label="segments", resolver=host.resolve_file,
+                                         skip_inputs=skip, passthrough=passthrough_classes(view),
+                                         ignore_change_token=lambda ct: ct.startswith(PREFIX))
+    for nid, node in sorted((view.prompt or {}).items()):
+        link = ((node.get("inputs") or {}).get("prompts") if isinstance(node, dict)
+                and node.get("class_type") == PROMPT_ID else None)
+        if graph_key.is_link(link):
+            fields.update(upstream_fields(view, link, f"(segment prompts {nid})"))
+    fields["(segment geometry)"] = {"F": spec.F, "M": spec.M, "fps": spec.fps}
+    fields["(key version)"] = KEY_VERSION
+    return ReuseKey.build("segment-prefix", fields)
+
+
+def segment_audio_source_key(view: GraphView, start_id: str) -> ReuseKey:
+    """The graph upstream of the loop's audio inputs (the dry run compares it; a run compares
+    the samples themselves)."""
+    inputs = (view.get(start_id) or {}).get("inputs") or {}
+    fields = {}
+    for name in ("audio", "audio_features"):
+        if graph_key.is_link(inputs.get(name)):
+            fields.update(upstream_fields(view, inputs[name], name))
+    return ReuseKey.build("segment-audio-source", fields)
+
+
+def segment_prompts(view: GraphView, start_id: str) -> list[list[str]]:
+    """The literal lines of every Segment Prompt of this loop (node id order): per-segment inputs."""
+    out = []
+    for nid, node in sorted((view.prompt or {}).items()):
+        inputs = (node.get("inputs") or {}) if isinstance(node, dict) and node.get("class_type") == PROMPT_ID else {}
+        loop, text = inputs.get("loop"), inputs.get("prompts")
+        if graph_key.is_link(loop) and loop[0] == start_id and isinstance(text, str):
+            out.append(text.splitlines())
+    return out
+
+
 def find_end_node(view: GraphView, start_id: str) -> str | None:
     """The Segment Loop End whose ``loop`` input links to ``start_id``."""
     for nid, node in (view.prompt or {}).items():
@@ -106,4 +153,4 @@ def session_of(view: GraphView, node_id: str) -> dict | None:
     sess = view.get(link[0]) or {}
     if sess.get("class_type") != SESSION_ID:
         return None
-    return graph_key.literal_inputs(sess, ("cache_name", "reuse", "reuse_prefix_segments"))
+    return graph_key.literal_inputs(sess, ("cache_name", "reuse", "reuse_prefix_segments", "from_take"))

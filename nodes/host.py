@@ -57,6 +57,18 @@ def resolve_file(class_type: str, input_name: str, value: str) -> str | None:
     return None
 
 
+def input_file_path(value) -> str | None:
+    """The path of an input file named by a widget value (as LoadImage / LoadAudio resolve it),
+    only inside ComfyUI's input/output/temp folders; None for anything else."""
+    if not isinstance(value, str) or not _FILE_RE.match(value):
+        return None
+    try:
+        path = folder_paths.get_annotated_filepath(value)
+    except Exception:
+        return None
+    return path if path and os.path.isfile(path) and _inside_io_folders(path) else None
+
+
 def _inside_io_folders(path: str) -> bool:
     real = os.path.realpath(path)
     for base in (folder_paths.get_input_directory(), folder_paths.get_output_directory(),
@@ -149,3 +161,30 @@ def progress_bar(total: int):
 def throw_if_interrupted() -> None:
     import comfy.model_management
     comfy.model_management.throw_exception_if_processing_interrupted()
+
+
+def multi_user() -> bool:
+    """True when ComfyUI runs with ``--multi-user`` (users told apart by the comfy-user header)."""
+    try:
+        from comfy.cli_args import args
+    except ImportError:
+        return False
+    return bool(getattr(args, "multi_user", False))
+
+
+def request_user(request) -> str | None:
+    """The ComfyUI user of an HTTP request (None without --multi-user); KeyError for a user
+    the server does not know, as ComfyUI's own user routes answer."""
+    if not multi_user():
+        return None
+    return prompt_server().user_manager.get_request_user_id(request)
+
+
+def add_middleware(middleware) -> bool:
+    """Append an aiohttp middleware to the server; False once the app is frozen (started)."""
+    try:
+        prompt_server().app.middlewares.append(middleware)
+        return True
+    except (RuntimeError, AttributeError) as e:
+        log.warning("seedreuse: cannot add a request middleware (%s)", e)
+        return False

@@ -12,6 +12,7 @@ import shutil
 import time
 
 
+from ..reuse_backend.media import segment_takes
 from ..reuse_backend.media import segments as seg
 from ..reuse_backend.media import video
 from ..reuse_backend.media.segment_plan import RESULT_FILE, SECTION
@@ -56,11 +57,11 @@ class SeedReusePrefixMerge(io.ComfyNode):
         ctx = transactions.current()
         st = ctx.transaction(state.session.root, state.session.name)
         prefix, prev = 0, None
-        if n > 0:  # read through the base version's directory fd: the committed result itself
-            prev = st.tx.base.open_file(RESULT_FILE)
+        if n > 0:  # read through the base version's directory fd: the chosen take's committed result
+            prev = st.tx.base.open_file(state.summary.get("source_result") or RESULT_FILE)
             prefix = state.summary["prefix_frames"]
-        if n > 0 and state.audio is not None:
-            audio = ("copy", prev)             # the previous result's complete, continuous track
+        if n > 0 and state.audio is not None and state.summary.get("copy_audio", True):
+            audio = ("copy", prev)             # the same track as the source take's: its packets, unchanged
         elif state.audio is not None:
             audio = ("encode", *_waveform(state.audio))
         else:
@@ -82,12 +83,18 @@ class SeedReusePrefixMerge(io.ComfyNode):
         for name, _ in state.chunks:  # chunks are work files, never part of a committed cache
             st.tx.discard_file(name)
         st.tx.add_file(RESULT_FILE)
-        st.tx.set_section(SECTION, {
+        body = {
             "key": state.key, "spec": spec.to_dict(), "seed": state.seed, "reused_prefix_segments": n,
             "prefix_frames": prefix, "frames": report.frames, "prefix_mode": report.prefix_mode,
             "keyframes": list(report.keyframes), "has_audio": state.audio is not None,
             "segment_starts": [seg.prefix_frames(i, spec.F, spec.M) for i in range(spec.S)],
-            "merge_seconds": round(merge_s, 4), "created_at": time.time()})
+            "merge_seconds": round(merge_s, 4), "created_at": time.time(),
+            "take": state.summary.get("take", 1), "source_take": state.summary.get("source_take"),
+            "validity": state.validity or None}
+        st.tx.set_section(SECTION, body)
+        new = segment_takes.Take(body["take"], RESULT_FILE, segment_takes.new_take_boundaries(spec.S, True),
+                                 body)
+        segment_takes.publish_index(st.tx, new, state.kept_takes)
         st.new_content = True
         h, w = _frame_size(segments)
         folder, name, counter, subfolder, _ = host.save_path(filename_prefix, w, h)

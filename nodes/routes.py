@@ -3,6 +3,7 @@
 GET  /seedreuse/caches                 names of committed caches under the root
 GET  /seedreuse/caches/{name}          manifest summary (key fields, artifacts, sizes, result, run)
 POST /seedreuse/check                  dry run: {"prompt": <API prompt>} -> per-node hit/miss and why
+POST /seedreuse/instrument             {"workflow": <UI or API>} -> the workflow with reuse nodes + a report (instrument_route.py)
 
 Every refusal is a JSON body {"error": {...}} with a 4xx status, also for paths under
 /seedreuse/ that name no route (e.g. an empty cache name or a normalized "../"). The dry run
@@ -25,6 +26,8 @@ from ..reuse_backend.keys.graph_key import is_link, number_problem
 from ..reuse_backend.store import Cache, committed_caches
 from . import host
 from .dry_run import MAX_BODY_BYTES, PREFIX, RequestTooLargeError, Schemas, dry_run
+from . import cache_routes, instrument_route, users
+from .request_body import read_capped
 
 log = host.log
 
@@ -45,8 +48,17 @@ def summarize(snapshot) -> dict:
     sections = dict(m.get("sections") or {})
     seg = sections.get("segments")
     if seg:
-        seg = {k: v for k, v in seg.items() if k != "key"} | {"key": (seg.get("key") or {}).get("digest")}
+        seg = {k: v for k, v in seg.items() if k not in ("key", "validity")} | {
+            "key": (seg.get("key") or {}).get("digest"),
+            "validity": ((seg.get("validity") or {}).get("static") or {}).get("digest")}
         sections["segments"] = seg
+    takes = (sections.get("takes") or {}).get("takes")
+    if isinstance(takes, list):    # the kept takes, newest first (their keys: GET the manifest via the CLI)
+        sections["takes"] = [{"take": t.get("take"), "result": t.get("result"),
+                              "boundaries": sorted(int(i) for i in (t.get("boundaries") or {})),
+                              **{k: (t.get("segments") or {}).get(k) for k in ("seed", "frames", "source_take")},
+                              "segments": ((t.get("segments") or {}).get("spec") or {}).get("S")}
+                             for t in takes if isinstance(t, dict)]
     return {"name": m["name"], "version": m["version"], "created_at": m["created_at"], "run": m["run"],
             "slots": slots, "boundaries": sorted(int(i) for i in (m.get("boundaries") or {})),
             "sections": sections, "files": files, "total_bytes": sum(f["bytes"] for f in files.values())}
@@ -116,21 +128,12 @@ async def _read_body(request) -> bytes:
         return RequestTooLargeError(f"the request body exceeds the dry run's limit of {MAX_BODY_BYTES} bytes",
                                     expected=f"<= {MAX_BODY_BYTES} bytes", actual=actual,
                                     fix="check a smaller workflow")
-    if request.content_length is not None and request.content_length > MAX_BODY_BYTES:
-        raise too_large(f"{request.content_length} bytes")
-    chunks, n = [], 0
-    while True:
-        chunk = await request.content.readany()
-        if not chunk:
-            return b"".join(chunks)
-        n += len(chunk)
-        if n > MAX_BODY_BYTES:
-            raise too_large(f"more than {MAX_BODY_BYTES} bytes")
-        chunks.append(chunk)
+    return await read_capped(request, MAX_BODY_BYTES, too_large)
 
 
-def check_body(raw: bytes) -> dict:
-    """Parse a /seedreuse/check body and dry-run its prompt (ReuseError for a refusal)."""
+def check_body(raw: bytes, root: str | None = None) -> dict:
+    """Parse a /seedreuse/check body and dry-run its prompt against the caches under ``root``
+    (ReuseError for a refusal)."""
     try:
         body = json.loads(raw)
     except (ValueError, RecursionError) as e:
@@ -142,7 +145,7 @@ def check_body(raw: bytes) -> dict:
                                   expected='{"prompt": {node id: {class_type, inputs}}}',
                                   actual=type(prompt if isinstance(body, dict) else body).__name__,
                                   fix="send the API-format prompt (File > Export (API) on the canvas)")
-    return dry_run(prompt)
+    return dry_run(prompt, root)
 
 
 def register() -> None:
@@ -155,14 +158,19 @@ def register() -> None:
 
     @routes.get("/seedreuse/caches")
     async def list_caches(request):
-        # committed caches only: never .tmp / .old / .lock, symlinks or foreign files
-        return web.json_response({"caches": committed_caches(host.cache_root())})
+        # committed caches only: never .tmp / .old / .lock, symlinks or foreign files; with
+        # --multi-user only the requesting user's namespace (users.py)
+        try:
+            root = users.root_of_request(request)
+        except ReuseError as e:
+            return _error(e, status=403)
+        return web.json_response({"caches": committed_caches(root)})
 
     @routes.get("/seedreuse/caches/{name}")
     async def get_cache(request):
         try:
             name = roots.validate_cache_name(request.match_info["name"])
-            snap = Cache(host.cache_root(), name).snapshot()
+            snap = Cache(users.root_of_request(request), name).snapshot()
         except ReuseError as e:
             return _error(e)
         if snap is None:
@@ -183,9 +191,10 @@ def register() -> None:
     @routes.post("/seedreuse/check")
     async def check(request):
         try:
+            root = users.root_of_request(request)      # the requesting user's caches only
             raw = await _read_body(request)
             # off the event loop: parsing, the bounds, hashing input files, probing the previous video
-            answer = await asyncio.get_running_loop().run_in_executor(None, check_body, raw)
+            answer = await asyncio.get_running_loop().run_in_executor(None, check_body, raw, root)
         except RequestTooLargeError as e:
             return _error(e, status=413)
         except ReuseError as e:
@@ -194,6 +203,9 @@ def register() -> None:
             log.exception("seedreuse: dry run failed")
             return _error(e, status=500)
         return web.json_response(answer)
+
+    instrument_route.register(routes)   # POST /seedreuse/instrument
+    cache_routes.register(routes)       # the cache browser: /seedreuse/browser, budget, result, check, delete
 
     # Registered last: anything else under /seedreuse/ is a JSON 404, not the server's plain one.
     @routes.get("/seedreuse/{tail:.*}")

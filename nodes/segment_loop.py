@@ -12,29 +12,19 @@ import dataclasses
 import math
 import time
 
-import torch
-
 from ..reuse_backend.errors import InvalidRequestError
 from ..reuse_backend.media import segments, video
+from ..reuse_backend.media import segment_takes, segment_validity
 from ..reuse_backend.media.audio_features import slice_features
-from ..reuse_backend.media.segment_plan import make_spec, plan_resume
+from ..reuse_backend.media.segment_plan import longest_prefix, make_spec, plan_resume
+from ..reuse_backend.media.segment_validity import audio_slice
 from . import host, transactions
-from .graph_view import END_ID, START_ID, GraphView, find_end_node, segment_key
+from .graph_view import (END_ID, PROMPT_ID, START_ID, GraphView, find_end_node, segment_audio_source_key,
+                         segment_key, segment_prompts, segment_static_key)
 from .host import io
 from .segment_state import (LoopState, LoopType, SegmentType, SegmentsType, SegmentValue, SegmentsResult,
                             expand_next_iteration)
 from .session_node import SessionType
-
-
-def _audio_slice(audio, i, spec):
-    if audio is None:
-        return None
-    wf, sr = audio["waveform"], int(audio["sample_rate"])
-    a, b = segments.audio_window(i, spec.F, spec.M, spec.fps, sr)
-    out = wf[..., a:b]
-    if out.shape[-1] < b - a:  # past the end of the track: silence
-        out = torch.nn.functional.pad(out, (0, b - a - out.shape[-1]))
-    return {"waveform": out, "sample_rate": sr}
 
 
 class SeedReuseSegmentLoopStart(io.ComfyNode):
@@ -90,16 +80,16 @@ class SeedReuseSegmentLoopStart(io.ComfyNode):
     def execute(cls, session, segment_frames, motion_frames, total_frames, fps, seed,
                 initial_frames=None, audio=None, audio_features=None, loop_state=None):
         state = loop_state if loop_state is not None else cls._first_state(
-            session, segment_frames, motion_frames, total_frames, fps, seed, initial_frames, audio)
+            session, segment_frames, motion_frames, total_frames, fps, seed, initial_frames, audio, audio_features)
         i, spec = state.index, state.spec
         motion = state.motion_frames if (i > 0 or state.first_index > 0) else initial_frames
         feats = None if audio_features is None else slice_features(audio_features, i, spec.F, spec.M, spec.fps)
         return io.NodeOutput(state, i, segments.segment_start(i, spec.F, spec.M), spec.F, motion,
                              state.motion_latent, segments.segment_seed(state.seed, i),
-                             _audio_slice(state.audio, i, spec), feats)
+                             audio_slice(state.audio, i, spec), feats)
 
     @classmethod
-    def _first_state(cls, session, F, M, total_frames, fps, seed, initial_frames, audio) -> LoopState:
+    def _first_state(cls, session, F, M, total_frames, fps, seed, initial_frames, audio, audio_features) -> LoopState:
         if total_frames == 0:
             if audio is None:
                 raise InvalidRequestError("total_frames is 0 and no audio is connected",
@@ -116,23 +106,41 @@ class SeedReuseSegmentLoopStart(io.ComfyNode):
                                       expected=f"a {END_ID} whose loop input comes from this node",
                                       actual="none", fix="connect loop -> Boundary Save -> Segment Loop End")
         key = segment_key(view, end_id, spec)
+        # every check below runs before the first segment is sampled (invariant of the plan)
+        request = segment_validity.request_validity(
+            segment_static_key(view, end_id, spec), spec, audio=audio, audio_features=audio_features,
+            audio_source=segment_audio_source_key(view, uid), prompts=segment_prompts(view, uid))
         ctx = transactions.current()
         st = ctx.transaction(session.root, session.name)
-        plan = plan_resume(st.tx.base, cache_name=session.name, N=session.prefix_segments, spec=spec,
-                           key=key, audio_expected=audio is not None)
-        for b in plan.carry_boundaries:   # the reused prefix's boundaries stay in the new cache
-            st.tx.carry_boundary(b)
+        takes = segment_takes.read_takes(st.tx.base)
+        N, why = session.prefix_segments, ""
+        take = segment_takes.choose(takes, session.from_take if N else 0, session.name)   # N = 0 needs none
+        if N == -1:     # the longest still-valid prefix, decided (and reported) before any sampling
+            N, why = longest_prefix(take, spec, request)
+        plan = plan_resume(st.tx.base, cache_name=session.name, N=N, spec=spec, key=key,
+                           audio_expected=audio is not None, take=take, request=request)
+        if plan.take is not None:   # the reused prefix's boundaries stay in the new cache
+            segment_takes.carry_prefix(st.tx, plan.take, plan.N, spec.F, spec.M)
+        kept = segment_takes.carry_history(st.tx, takes, session.keep_takes - 1)
         st.new_content = True
         boundary = plan.boundary or {}
+        src = plan.take
+        copy_audio = src is not None and audio is not None and (
+            src.validity is None or (src.validity.get("track") == request.track and src.segments == spec.S))
         summary = {"segments": spec.S, "F": spec.F, "M": spec.M, "total_frames": spec.total_frames,
                    "kept": plan.N, "prefix_frames": plan.prefix_frames, "plan": plan.describe(),
+                   "requested": session.prefix_segments, "longest_valid": why or None,
+                   "source_take": src.number if src is not None else None,
+                   "source_result": src.result if src is not None else None, "copy_audio": copy_audio,
+                   "take": segment_takes.next_number(takes), "kept_takes": [t["take"] for t in kept],
                    "started_at": time.time()}
         host.send_event("seedreuse.segments", {"node": uid, "prompt_id": ctx.prompt_id,
                                                "cache": session.name, **summary})
         return LoopState(session=session, spec=spec, seed=int(seed), index=plan.N, first_index=plan.N,
                          key=key.to_dict(), motion_frames=boundary.get("motion_frames"),
                          motion_latent=boundary.get("motion_latent"), audio=audio,
-                         start_node=uid, summary=summary)
+                         start_node=uid, summary=summary, validity=segment_validity.record(request, int(seed)),
+                         kept_takes=kept)
 
 
 class SeedReuseBoundarySave(io.ComfyNode):
@@ -166,12 +174,15 @@ class SeedReuseBoundarySave(io.ComfyNode):
                                       expected=f"F = {spec.F} frames", actual=images.shape[0],
                                       fix="set the body's length input from the loop's 'frames' output")
         st = transactions.current().transaction(state.session.root, state.session.name)
-        if state.index < spec.S - 1:  # boundary i feeds segment i+1; the last segment has none
-            boundary = {"motion_frames": images[images.shape[0] - spec.M:].detach().cpu().contiguous().clone()}
-            if motion_latent is not None:
-                boundary["motion_latent"] = motion_latent
+        # boundary i feeds segment i+1; the last one is kept as the take's tail, for an extension
+        boundary = {"motion_frames": images[images.shape[0] - spec.M:].detach().cpu().contiguous().clone()}
+        if motion_latent is not None:
+            boundary["motion_latent"] = motion_latent
+        if state.index < spec.S - 1:
             st.tx.stage_boundary(state.index, boundary, meta={"index": state.index, "F": spec.F, "M": spec.M})
-            st.new_content = True
+        else:
+            segment_takes.stage_tail_boundary(st.tx, boundary)
+        st.new_content = True
         return io.NodeOutput(SegmentValue(state, images, motion_latent), images)
 
 
@@ -224,4 +235,34 @@ class SeedReuseSegmentLoopEnd(io.ComfyNode):
         return io.NodeOutput(SegmentsResult(state), status)
 
 
-SEGMENT_LOOP_NODES = [SeedReuseSegmentLoopStart, SeedReuseBoundarySave, SeedReuseSegmentLoopEnd]
+class SeedReuseSegmentPrompt(io.ComfyNode):
+    """Per-segment text inside the loop body. Its lines are a per-segment input of validity
+    (segment_validity: the 'prompt' chain), so changing line k keeps segments 0..k-1 valid."""
+
+    @classmethod
+    def define_schema(cls):
+        return io.Schema(
+            node_id=PROMPT_ID, display_name="Segment Prompt", category="SeedReuse/segment reuse",
+            description="The prompt of the segment being generated: line i of prompts for segment i (the last "
+                        "line repeats). A resume keeps the segments whose lines did not change.",
+            inputs=[
+                LoopType.Input("loop", tooltip="From Segment Loop Start (this node belongs to the loop body)."),
+                io.String.Input("prompts", multiline=True, default="",
+                                tooltip="One prompt per line: line i for segment i; the last line repeats for later "
+                                        "segments. Changing line k keeps segments 0..k-1 reusable."),
+            ],
+            outputs=[io.String.Output("prompt", display_name="prompt",
+                                      tooltip="This segment's line, e.g. for a CLIP Text Encode in the body.")],
+        )
+
+    @classmethod
+    def fingerprint_inputs(cls, **kw):
+        return transactions.global_epoch()
+
+    @classmethod
+    def execute(cls, loop, prompts):
+        return io.NodeOutput(segment_validity.prompt_line(prompts.splitlines(), loop.index))
+
+
+SEGMENT_LOOP_NODES = [SeedReuseSegmentLoopStart, SeedReuseBoundarySave, SeedReuseSegmentLoopEnd,
+                      SeedReuseSegmentPrompt]

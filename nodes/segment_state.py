@@ -26,6 +26,8 @@ class LoopState:
     chunks: tuple = ()         # (name, path) of the staged chunk of each generated segment, in order
     start_node: str = ""
     summary: dict = field(default_factory=dict)
+    validity: dict = field(default_factory=dict)   # segment_validity.record() of this request
+    kept_takes: list = field(default_factory=list)  # take records carried into the new version
 
 
 @dataclass

@@ -8,19 +8,28 @@ from ..reuse_backend.store import roots
 from ..reuse_backend.errors import InvalidRequestError, ReuseError
 from ..reuse_backend.keys.graph_key import number_problem
 from ..reuse_backend.keys.slots import MODES
-from . import host
+from ..reuse_backend.media.segment_takes import DEFAULT_KEEP, keep_takes
+from . import transactions, users
 from .host import io
 
 SessionType = io.Custom("SEEDREUSE_SESSION")
 MAX_PREFIX_SEGMENTS = 100000
-PREFIX_FIX = (f"set reuse_prefix_segments to a whole number from 0 to {MAX_PREFIX_SEGMENTS}: 0 regenerates "
-              "every segment, N keeps the first N segments of the previous result (N < the segment count)")
+LONGEST_VALID = -1
+MAX_TAKE_NUMBER = 1_000_000_000
+PREFIX_FIX = (f"set reuse_prefix_segments to a whole number from -1 to {MAX_PREFIX_SEGMENTS}: 0 regenerates "
+              "every segment, N keeps the first N segments of the previous result (N < the segment count), "
+              "-1 keeps as many as are still valid")
 
 
 def prefix_segments_problem(value) -> InvalidRequestError | None:
-    """Why ``value`` is not a valid reuse_prefix_segments (an exact integer 0..MAX), or None."""
-    return number_problem("reuse_prefix_segments", "INT", value, minimum=0, maximum=MAX_PREFIX_SEGMENTS,
-                          fix=PREFIX_FIX)
+    """Why ``value`` is not a valid reuse_prefix_segments (an exact integer -1..MAX), or None."""
+    return number_problem("reuse_prefix_segments", "INT", value, minimum=LONGEST_VALID,
+                          maximum=MAX_PREFIX_SEGMENTS, fix=PREFIX_FIX)
+
+
+def take_problem(name: str, value, minimum: int, maximum: int) -> InvalidRequestError | None:
+    return number_problem(name, "INT", value, minimum=minimum, maximum=maximum,
+                          fix=f"set {name} to a whole number from {minimum} to {maximum}")
 
 
 @dataclass(frozen=True)
@@ -28,7 +37,9 @@ class Session:
     root: str
     name: str
     mode: str
-    prefix_segments: int
+    prefix_segments: int           # N; -1: the longest still-valid prefix (segment_plan.longest_prefix)
+    from_take: int = 0             # 0: the latest take; k: the kept take numbered k
+    keep_takes: int = DEFAULT_KEEP  # K: successful takes the cache keeps (root setting SEEDREUSE_KEEP_TAKES)
 
 
 class SeedReuseSession(io.ComfyNode):
@@ -48,15 +59,28 @@ class SeedReuseSession(io.ComfyNode):
                                tooltip="off: normal request (still refreshes the cache on success). "
                                        "auto: reuse when compatible, else encode and replace. "
                                        "require: reuse or fail before any sampling, naming what changed."),
-                io.Int.Input("reuse_prefix_segments", default=0, min=0, max=MAX_PREFIX_SEGMENTS,
+                io.Int.Input("reuse_prefix_segments", default=0, min=LONGEST_VALID, max=MAX_PREFIX_SEGMENTS,
                              tooltip="Segment Reuse: keep the first N segments of the previous successful video "
-                                     "and generate from segment N. 0 = regenerate every segment."),
+                                     "and generate from segment N. 0 = regenerate every segment; -1 = keep as many "
+                                     "as are still valid for this graph (decided before any sampling)."),
+                # a socket (no widget), so saved workflows keep their widget layout; API clients pass it
+                io.Int.Input("from_take", default=0, min=0, max=MAX_TAKE_NUMBER, optional=True, force_input=True,
+                             tooltip="Segment Reuse: the kept take to resume from. 0 (or unconnected) = the latest "
+                                     "successful take; k = take number k (the dry run lists the kept takes; the "
+                                     "cache keeps the last SEEDREUSE_KEEP_TAKES, default 3)."),
             ],
             outputs=[SessionType.Output("session", display_name="session", tooltip="Connect to every SeedReuse node of this workflow.")],
         )
 
     @classmethod
-    def validate_inputs(cls, cache_name, reuse, reuse_prefix_segments):
+    def fingerprint_inputs(cls, **kw):
+        # ComfyUI's in-memory cache keys a node by its inputs; the Session's output holds the
+        # user's namespace, so the user is part of its key, or a Session executed for one user
+        # would be served to another from memory (tests/test_multi_user.py)
+        return transactions.current_user() or ""
+
+    @classmethod
+    def validate_inputs(cls, cache_name, reuse, reuse_prefix_segments, from_take=0):
         # ComfyUI calls this instead of its own min/max check for these inputs, with the literals
         # already converted (int(1.5) == 1: the raw value is checked in POST /prompt, see
         # routes.refuse_inexact_numbers); a linked input arrives as None (checked in execute).
@@ -71,15 +95,21 @@ class SeedReuseSession(io.ComfyNode):
             e = prefix_segments_problem(reuse_prefix_segments)
             if e is not None:
                 return f"{e.message}; fix: {e.fix}"
-            if reuse == "off" and reuse_prefix_segments > 0:
-                return ("reuse_prefix_segments > 0 needs reuse 'auto' or 'require' (a prefix is always reused); "
-                        "set reuse to auto or reuse_prefix_segments to 0")
+            if reuse == "off" and reuse_prefix_segments != 0:
+                return ("reuse_prefix_segments other than 0 needs reuse 'auto' or 'require' (a prefix is always "
+                        "reused); set reuse to auto or reuse_prefix_segments to 0")
+        e = take_problem("from_take", from_take, 0, MAX_TAKE_NUMBER) if from_take is not None else None
+        if e is not None:
+            return f"{e.message}; fix: {e.fix}"
         return True
 
     @classmethod
-    def execute(cls, cache_name, reuse, reuse_prefix_segments):
+    def execute(cls, cache_name, reuse, reuse_prefix_segments, from_take=0):
         name = roots.validate_cache_name(cache_name)
         e = prefix_segments_problem(reuse_prefix_segments)   # a linked value was not validated
+        e = e or take_problem("from_take", from_take, 0, MAX_TAKE_NUMBER)
         if e is not None:
             raise e
-        return io.NodeOutput(Session(host.cache_root(), name, reuse, int(reuse_prefix_segments)))
+        root = users.root_for(transactions.current_user())   # the user's namespace (--multi-user)
+        return io.NodeOutput(Session(root, name, reuse, int(reuse_prefix_segments), int(from_take),
+                                     keep_takes()))

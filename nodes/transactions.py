@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 
 from ..reuse_backend.errors import CorruptCacheError, InvalidRequestError, ReuseError, TransactionError
 from ..reuse_backend.store import Cache, RunInfo
-from . import host
+from . import host, users
 
 log = host.log
 _lock = threading.RLock()
@@ -53,6 +53,7 @@ class TxState:
 class PromptContext:
     prompt_id: str
     prompt: dict
+    user: str | None = None                        # the ComfyUI user who queued it (users.py)
     run_id: str = field(default_factory=lambda: uuid.uuid4().hex)
     txs: dict = field(default_factory=dict)        # (root, name) -> TxState
     decisions: dict = field(default_factory=dict)  # node id -> decision object
@@ -111,6 +112,14 @@ def global_epoch() -> int:
     return _epoch[0]
 
 
+def current_user() -> str | None:
+    """The ComfyUI user of the running prompt (None: single-user server, or no prompt context;
+    without the lifecycle hook every reuse node refuses to run anyway)."""
+    with _lock:
+        ctx = _prompts.get(host.current_prompt_id())
+    return ctx.user if ctx is not None else None
+
+
 def current() -> PromptContext:
     if not HOOK_STATE["installed"]:
         raise TransactionError("the SeedReuse lifecycle hook is not installed, so runs cannot be published safely",
@@ -156,9 +165,9 @@ def _finish(ctx: PromptContext, success: bool) -> None:
         raise errors[0]
 
 
-def _open(prompt_id, prompt):
+def _open(prompt_id, prompt, user=None):
     with _lock:
-        _prompts[prompt_id] = PromptContext(prompt_id, prompt)
+        _prompts[prompt_id] = PromptContext(prompt_id, prompt, user)
 
 
 def _close(prompt_id, success: bool):
@@ -188,7 +197,7 @@ def install() -> bool:
         return False
 
     def execute(self, prompt, prompt_id, *args, **kwargs):
-        _open(prompt_id, prompt)
+        _open(prompt_id, prompt, users.prompt_user(args[0] if args else kwargs.get("extra_data")))
         ok = False
         try:
             result = orig_execute(self, prompt, prompt_id, *args, **kwargs)

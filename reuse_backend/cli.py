@@ -2,6 +2,9 @@
 
     python -m reuse_backend [--root R] {list, inspect NAME, check NAME [--repair], clear NAME --yes}
     python -m reuse_backend probe ROOT [--peer OTHER_MOUNT] [--json]
+    python -m reuse_backend gc [--root R] [--max-bytes N] [--dry-run] [--json]   (store/gc_command.py)
+    python -m reuse_backend check            (no NAME: every cache and the root: evictions, leases, budget)
+    python -m reuse_backend instrument IN.json [-o OUT.json] [--json]   (reuse_backend/workflow/command.py)
 
 Exit codes: 0 fine, 1 ``check`` found problems that remain / ``probe`` found the filesystem
 unsafe, 2 usage or cache errors.
@@ -20,6 +23,11 @@ from .store.probe import probe
 from .errors import ReuseError
 from .store.lock import describe, lock_status
 from .store import Cache, list_caches
+from .store import gc_command, namespaces, usage
+from .store.cache import default_lease_s
+from .store.check import check_root
+from .store.readers import live_readers
+from .workflow import command as instrument_command
 
 
 def _when(ts) -> str:
@@ -61,8 +69,17 @@ def cmd_list(root) -> int:
                              f"{_size(total)}")
         except ReuseError as e:
             state = f"UNUSABLE: {e.message}"
-        print(f"  {name:<24} {state}; lock {_lock_line(cache)}")
+        print(f"  {name:<24} {state}; {_usage_line(cache)}; lock {_lock_line(cache)}")
     return 0
+
+
+def _usage_line(cache: Cache) -> str:
+    """Allocated size and last use (usage.py) of the committed version, its live readers."""
+    if not os.path.isdir(cache.paths.current):
+        return "size -"
+    n = len(live_readers(cache.root, cache.name, cache.lease_s))
+    return (f"size {_size(usage.tree_size(cache.paths.current))}, last used "
+            f"{_when(usage.last_used(cache.paths.current))}" + (f", {n} reader(s)" if n else ""))
 
 
 class _Empty:
@@ -109,7 +126,15 @@ def cmd_inspect(root, name) -> int:
 
 
 def cmd_check(root, name, repair: bool) -> int:
-    problems = check(root, name, repair=repair)
+    if name is None:      # the whole root: its own state, then every cache, in every namespace
+        problems = []
+        for _user, ns in namespaces.namespaces(root):
+            problems += check_root(ns, repair=repair, lease_s=default_lease_s())
+            for n in list_caches(ns):
+                problems += check(ns, n, repair=repair, lease_s=default_lease_s())
+        name = f"root {root}"
+    else:
+        problems = check(root, name, repair=repair)
     left = [p for p in problems if not p.repaired]
     for p in problems:
         print(p)
@@ -149,12 +174,15 @@ def cmd_probe(root, peer, as_json: bool) -> int:
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(prog="python -m reuse_backend", description="SeedReuse cache tool")
     ap.add_argument("--root", help=f"cache root (default: ${roots.ENV_ROOT})")
+    ap.add_argument("--user", help="a ComfyUI user id: work in that user's namespace of a --multi-user "
+                                   "server (<root>/.users/USER)")
     sub = ap.add_subparsers(dest="cmd", required=True)
     sub.add_parser("list", help="list caches")
     sp = sub.add_parser("inspect", help="show one cache")
     sp.add_argument("name")
-    sp = sub.add_parser("check", help="validate one cache (exit 1 on problems)")
-    sp.add_argument("name")
+    sp = sub.add_parser("check", help="validate one cache, or without NAME the root and every cache "
+                                      "(exit 1 on problems)")
+    sp.add_argument("name", nargs="?")
     sp.add_argument("--repair", action="store_true", help="run crash recovery under the lock")
     sp = sub.add_parser("clear", help="delete one cache")
     sp.add_argument("name")
@@ -164,7 +192,11 @@ def main(argv=None) -> int:
     sp.add_argument("--peer", help="another mount of the same folder (e.g. a second host's view) to check "
                                    "cross-host visibility")
     sp.add_argument("--json", action="store_true", help="print the report as JSON")
+    instrument_command.add_parser(sub)
+    gc_command.add_parser(sub)
     args = ap.parse_args(argv)
+    if args.cmd == "instrument":
+        return instrument_command.run(args)
     if args.cmd == "probe":
         if not os.path.isdir(args.probe_root) or (args.peer and not os.path.isdir(args.peer)):
             print(f"error: {args.probe_root if not os.path.isdir(args.probe_root) else args.peer} "
@@ -173,12 +205,16 @@ def main(argv=None) -> int:
         return cmd_probe(args.probe_root, args.peer, args.json)
     try:
         root = roots.resolve_root(args.root)
+        if args.user is not None:
+            root = namespaces.user_root(root, args.user, create=False)
         if args.cmd == "list":
             return cmd_list(root)
         if args.cmd == "inspect":
             return cmd_inspect(root, args.name)
         if args.cmd == "check":
             return cmd_check(root, args.name, args.repair)
+        if args.cmd == "gc":
+            return gc_command.run(args, root, default_lease_s())
         return cmd_clear(root, args.name, args.yes)
     except ReuseError as e:
         print(f"error: {e}", file=sys.stderr)

@@ -65,6 +65,12 @@ class KeyMismatchError(ReuseError):
     code = "key_mismatch"
 
 
+class SegmentInvalidError(KeyMismatchError):
+    """A kept segment of a cached take is not valid for this request: what it consumed differs
+    (``details``: take, segment, field, cached, current)."""
+    code = "segment_invalid"
+
+
 class CorruptCacheError(ReuseError):
     """A cache folder failed validation; nothing from it was used."""
     code = "corrupt_cache"
@@ -91,7 +97,9 @@ class TransactionError(ReuseError):
 
 
 class StorageFullError(ReuseError):
-    """The cache root ran out of space (ENOSPC) or quota (EDQUOT) while a run wrote to it."""
+    """The cache root ran out of space (ENOSPC) or quota (EDQUOT) while a run wrote to it, after
+    the size budget (if set) evicted what it could and the write was retried once;
+    ``details``: root, cache, errno, root_bytes, budget."""
     code = "storage_full"
 
 

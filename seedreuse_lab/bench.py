@@ -1,11 +1,15 @@
 """SeedReuse benchmarks: prints ONE table; every row is measured in this run (medians over repeats).
 
-    scripts/bench.sh [--repeats 5] [--only encoder,segments,merge,cacheio,memory,gpu] [--json FILE]
+    scripts/bench.sh [--repeats 5] [--only encoder,realenc,cachenone,umt5,segments,merge,cacheio,memory,gpu]
+                     [--real-repeats 3] [--json FILE]
 
 Sections (each measured side by side, interleaved, medians):
   encoder   I2V graph (i2v_reuse) on real ComfyUI workers with the stand-in encoders at realistic CPU
             costs (text 1500 ms, CLIP vision 400 ms, loaders 2000 ms): cold run; ComfyUI's own
             same-process re-queue with a new seed; our cross-worker re-queue with a hit.
+  realenc, cachenone, umt5   the real ViT-H / wav2vec2 encoders and the full-size umT5-XXL probe
+            (seedreuse_lab/bench_real.py; medians over --real-repeats, default 3: a cold run encodes
+            the real ViT-H, seconds on 2 cores).
   segments  resume at N of S vs (S-N)/S of a full run, same worker, warm.
   merge     stream-copy prefix merge vs an anchor-style full re-encode (bench_merge), prefix PSNR
             after 5 chained reuses.
@@ -36,7 +40,7 @@ REPO = Path(__file__).resolve().parents[1]
 from seedreuse_lab import host
 
 ROWS: list[dict] = []
-SECTIONS = ("encoder", "segments", "merge", "cacheio", "memory", "gpu")
+SECTIONS = ("encoder", "realenc", "cachenone", "umt5", "segments", "merge", "cacheio", "memory", "gpu")
 
 
 def log(*a):
@@ -650,6 +654,7 @@ def print_table(info: dict) -> None:
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(prog="scripts/bench.sh", description=__doc__.split("\n\n")[0])
     ap.add_argument("--repeats", type=int, default=5)
+    ap.add_argument("--real-repeats", type=int, default=3, help="repeats of realenc and cachenone")
     ap.add_argument("--only", default=",".join(SECTIONS), help=f"comma list of {', '.join(SECTIONS)}")
     ap.add_argument("--merge", default="832x480,F=81,M=9,S=4", help="WxH,F=..,M=..,S=.. for bench_merge")
     ap.add_argument("--seg-steps", type=int, default=4)
@@ -669,7 +674,13 @@ def main(argv=None) -> int:
     tmp = a.tmp or Path(tempfile.mkdtemp(prefix="seedreuse-bench-"))
     tmp.mkdir(parents=True, exist_ok=True)
     failures = []
+    from types import SimpleNamespace
+    from seedreuse_lab import bench_real
+    helpers = SimpleNamespace(row=row, fmt_s=fmt_s, med=med, log=log, timed=_timed)
     steps = {"encoder": lambda: bench_encoder(tmp, a.repeats),
+             "realenc": lambda: bench_real.bench_real_encoders(tmp, a.real_repeats, helpers),
+             "cachenone": lambda: bench_real.bench_cache_none(tmp, a.real_repeats, helpers),
+             "umt5": lambda: bench_real.bench_umt5(tmp, helpers),
              "segments": lambda: bench_segments(tmp, a.repeats, a.seg_n, a.seg_steps, a.seg_size),
              "merge": lambda: bench_merge_row(tmp, a.merge),
              "cacheio": lambda: bench_cacheio(tmp, a.repeats),

@@ -1,8 +1,10 @@
 """API-format graphs of the support matrix (tests/families), with the SeedReuse nodes in place.
 
 Each builder returns the TEST graph: real host nodes for everything the host can run tiny (the
-diffusion models, VAEs, samplers, latents) and the stand-ins of seedreuse_lab/stand_in_nodes for the
-encoders that cannot be tiny (and for WanInfiniteTalkToVideo, missing on 0.3.75).
+diffusion models, VAEs, samplers, latents), the stock CLIP vision (ViT-H) and audio-encoder
+(wav2vec2 base) nodes with the full-size random-weight files of encoder_models.py in the
+InfiniteTalk graphs, and the stand-ins of seedreuse_lab/stand_in_nodes for the text encoders
+(umT5-XXL, Qwen2.5-VL: too big for this machine) and for WanInfiniteTalkToVideo (missing on 0.3.75).
 ``to_stock(prompt, names)`` turns a test graph into the user's graph: every stand-in becomes
 the stock node it stands for (CLIPLoader type wan / qwen_image, CLIPTextEncode,
 TextEncodeQwenImageEdit, CLIPVisionLoader/Encode, AudioEncoderLoader/Encode, LoadAudio,
@@ -18,6 +20,7 @@ from __future__ import annotations
 from types import SimpleNamespace
 
 from . import family_models as fm
+from . import graphs
 from . import tiny_models as tm
 
 SESSION = "100"
@@ -215,7 +218,8 @@ IT = SimpleNamespace(UNET="1", VAE="2", TEXT_LOADER="3", POS="4", NEG="5", CV_LO
 
 
 def _infinitetalk_common(p, image_name, prompt_text, *, seconds, sample_rate, frequency, unet, vae, text_encoder,
-                         clip_vision, audio_encoder, model_patch, crop) -> None:
+                         clip_vision, audio_encoder, model_patch, crop, encoders, audio_file,
+                         audio_encode_title=None) -> None:
     p[IT.UNET] = _n("UNETLoader", {"unet_name": unet, "weight_dtype": "default"})
     p[IT.VAE] = _n("VAELoader", {"vae_name": vae})
     p[IT.TEXT_LOADER] = _n("SeedReuseTestTextEncoderLoader", {"clip_name": text_encoder, "work_ms": 0})
@@ -223,14 +227,14 @@ def _infinitetalk_common(p, image_name, prompt_text, *, seconds, sample_rate, fr
                    "Positive")
     pos = _reuse(p, IT.R_POS, "Conditioning", "positive", link(IT.POS))
     p[IT.NEG] = _n("ConditioningZeroOut", {"conditioning": pos}, "Negative")
-    p[IT.CV_LOADER] = _n("SeedReuseTestClipVisionLoader", {"clip_name": clip_vision, "work_ms": 0})
     p[IT.IMAGE] = _n("LoadImage", {"image": image_name})
-    p[IT.CV_ENCODE] = _n("SeedReuseTestClipVisionEncode", {"clip_vision": link(IT.CV_LOADER),
-                                                           "image": link(IT.IMAGE), "crop": crop, "work_ms": 0})
-    _reuse(p, IT.R_CV, "ClipVision", "clip_vision", link(IT.CV_ENCODE))
-    p[IT.AUDIO] = _n("SeedReuseTestSineAudio", {"seconds": float(seconds), "sample_rate": int(sample_rate),
-                                                "frequency": float(frequency)}, "Speech")
-    p[IT.AUDIO_LOADER] = _n("SeedReuseTestAudioEncoderLoader", {"audio_encoder_name": audio_encoder, "work_ms": 0})
+    cv = graphs.clip_vision_nodes(p, IT.CV_LOADER, IT.CV_ENCODE, link(IT.IMAGE), encoders=encoders,
+                                  clip_vision=clip_vision, crop=crop)
+    _reuse(p, IT.R_CV, "ClipVision", "clip_vision", cv)
+    audio = graphs.audio_source(p, IT.AUDIO, seconds=seconds, sample_rate=sample_rate, frequency=frequency,
+                                audio_file=audio_file, title="Speech")
+    graphs.audio_encoder_nodes(p, IT.AUDIO_LOADER, IT.AUDIO_ENCODE, audio, encoders=encoders,
+                               audio_encoder=audio_encoder, title=audio_encode_title)
     p[IT.PATCH] = _n("SeedReuseTestModelPatchLoader", {"name": model_patch})
 
 
@@ -248,19 +252,19 @@ def infinitetalk_clip(image_name: str, seed: int, prompt_text: str = "a person t
                       cache_name="infinitetalk_clip", reuse="auto", width=64, height=64, length=9,
                       motion_frame_count=9, fps=25.0, steps=2, cfg=1.0, sample_rate=16000, frequency=220.0,
                       seconds: float | None = None, sampler_name="euler", scheduler="simple", unet=tm.I2V,
-                      vae=tm.VAE, text_encoder=tm.TEXT_ENCODER, clip_vision=tm.CLIP_VISION,
-                      audio_encoder=tm.AUDIO_ENCODER, model_patch=fm.INFINITETALK_PATCH, crop="center",
+                      vae=tm.VAE, text_encoder=tm.TEXT_ENCODER, clip_vision=None, audio_encoder=None,
+                      model_patch=fm.INFINITETALK_PATCH, crop="center", encoders="stock", audio_file=None,
                       filename_prefix="seedreuse/infinitetalk_clip") -> dict:
     """One InfiniteTalk clip (the template's "InfiniteTalk (Base Generation)"): the whole audio
     track is encoded once and reused with the text and CLIP vision outputs; the node takes the
-    window [0, length) of the features (no previous frames)."""
+    window [0, length) of the features (no previous frames). ``encoders`` (graphs.py): "stock" =
+    ComfyUI's CLIP vision ViT-H and wav2vec2 base nodes with the full-size random-weight files."""
     p: dict = {}
     _session(p, cache_name, reuse)
     _infinitetalk_common(p, image_name, prompt_text, seconds=seconds or length / fps, sample_rate=sample_rate,
                          frequency=frequency, unet=unet, vae=vae, text_encoder=text_encoder, clip_vision=clip_vision,
-                         audio_encoder=audio_encoder, model_patch=model_patch, crop=crop)
-    p[IT.AUDIO_ENCODE] = _n("SeedReuseTestAudioEncode", {"audio_encoder": link(IT.AUDIO_LOADER),
-                                                         "audio": link(IT.AUDIO), "work_ms": 0})
+                         audio_encoder=audio_encoder, model_patch=model_patch, crop=crop, encoders=encoders,
+                         audio_file=audio_file)
     audio = _reuse(p, IT.R_AUDIO, "AudioFeatures", "audio_features", link(IT.AUDIO_ENCODE))
     p[IT.TALK] = _n("SeedReuseTestInfiniteTalkToVideo", _talk_inputs(
         positive=link(IT.R_POS), negative=link(IT.NEG), width=width, height=height, length=length, audio=audio,
@@ -280,9 +284,9 @@ def infinitetalk_segments(image_name: str, seed: int, prompt_text: str = "a pers
                           cache_name="infinitetalk_segments", reuse="auto", prefix_segments=0, F=9, M=5,
                           total_frames=17, fps=25.0, width=64, height=64, steps=2, cfg=1.0, sample_rate=16000,
                           frequency=220.0, sampler_name="euler", scheduler="simple", unet=tm.I2V, vae=tm.VAE,
-                          text_encoder=tm.TEXT_ENCODER, clip_vision=tm.CLIP_VISION, audio_encoder=tm.AUDIO_ENCODER,
-                          model_patch=fm.INFINITETALK_PATCH, crop="center", taps=True,
-                          filename_prefix="seedreuse/infinitetalk") -> dict:
+                          text_encoder=tm.TEXT_ENCODER, clip_vision=None, audio_encoder=None,
+                          model_patch=fm.INFINITETALK_PATCH, crop="center", taps=True, encoders="stock",
+                          audio_file=None, filename_prefix="seedreuse/infinitetalk") -> dict:
     """A long InfiniteTalk video as a SeedReuse Segment Loop. Outside the loop, once: the text,
     CLIP vision and the WHOLE audio track's encoder output, each through Encode or Reuse (slots
     positive, clip_vision, audio_features). The whole-track features go into Segment Loop Start's
@@ -299,10 +303,8 @@ def infinitetalk_segments(image_name: str, seed: int, prompt_text: str = "a pers
     _session(p, cache_name, reuse, prefix_segments)
     _infinitetalk_common(p, image_name, prompt_text, seconds=total_frames / fps, sample_rate=sample_rate,
                          frequency=frequency, unet=unet, vae=vae, text_encoder=text_encoder, clip_vision=clip_vision,
-                         audio_encoder=audio_encoder, model_patch=model_patch, crop=crop)
-    p[IT.AUDIO_ENCODE] = _n("SeedReuseTestAudioEncode", {"audio_encoder": link(IT.AUDIO_LOADER),
-                                                         "audio": link(IT.AUDIO), "work_ms": 0},
-                            "Encode the whole track")
+                         audio_encoder=audio_encoder, model_patch=model_patch, crop=crop, encoders=encoders,
+                         audio_file=audio_file, audio_encode_title="Encode the whole track")
     track = _reuse(p, IT.R_AUDIO, "AudioFeatures", "audio_features", link(IT.AUDIO_ENCODE))
     if taps:
         p[IT.TAP_TRACK] = _n("SeedReuseTestTap", {"value": track, "label": "track_features"})

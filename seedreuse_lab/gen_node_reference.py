@@ -125,6 +125,11 @@ def render(object_info: dict) -> str:
         "",
         "Link types of the pack (connect only to SeedReuse nodes): " + ", ".join(f"`{t}`" for t in own_types) + ".",
         "",
+        "**Make a workflow reusable** (no hand splicing): the canvas menu entry *SeedReuse: make this workflow "
+        "reusable*, `POST /seedreuse/instrument` and `python -m reuse_backend instrument IN.json -o OUT.json` insert "
+        "one Session and an Encode-or-Reuse node after every seed-independent encoder output, inside subgraphs too, "
+        "and report what they could not wrap (README, \"Make a workflow reusable\").",
+        "",
         "## Contents",
         "",
     ]

@@ -7,8 +7,14 @@ test can rewire e.g. the conditioning between the text encoder and the sampler:
     nid = insert_between(p, T2V.POS, 0, T2V.SAMPLER, "positive",
                          "SeedReuseEncodeOrReuse", {"cache_name": "c1"}, input_name="conditioning")
 
-All graphs use the tiny models from tiny_models.py and the stand-in encoders of
-seedreuse_lab/stand_in_nodes, 2 sampling steps, 64x64, 9 frames (-> latent [1,16,3,8,8]).
+All graphs use the tiny models from tiny_models.py, 2 sampling steps, 64x64, 9 frames
+(-> latent [1,16,3,8,8]). The text encoder is always the counting stand-in of
+seedreuse_lab/stand_in_nodes (umT5-XXL cannot run here). CLIP vision and the audio encoder are
+chosen by ``encoders``: "stock" = ComfyUI's own CLIPVisionLoader / CLIPVisionEncode and
+AudioEncoderLoader / AudioEncoderEncode with the full-size random-weight ViT-H and wav2vec2 base
+of encoder_models.py (the worker's models dir must hold them: encoder_models.models_dir_with_encoders;
+count their executions from the ``executing`` events), "standin" (the default, for tests about
+something other than the encoders) = the counting stand-ins, which cost nothing unless given work_ms.
 """
 from __future__ import annotations
 
@@ -17,6 +23,7 @@ import hashlib
 from pathlib import Path
 from types import SimpleNamespace
 
+from . import encoder_models as em
 from . import tiny_models as tm
 
 Link = list  # [node_id, output_index]
@@ -43,18 +50,25 @@ T2V = SimpleNamespace(
 I2V = SimpleNamespace(
     UNET="1", VAE="2", TEXT_LOADER="3", POS="4", NEG="5",
     SAMPLER="7", DECODE="8", VIDEO="9", SAVE="10",
-    CLIP_VISION_LOADER="11",   # SeedReuseTestClipVisionLoader     -> CLIP_VISION
+    CLIP_VISION_LOADER="11",   # CLIPVisionLoader or SeedReuseTestClipVisionLoader -> CLIP_VISION
     IMAGE="12",                # LoadImage(image_name)             -> IMAGE, MASK
-    CLIP_VISION_ENCODE="13",   # SeedReuseTestClipVisionEncode     -> CLIP_VISION_OUTPUT
+    CLIP_VISION_ENCODE="13",   # CLIPVisionEncode or SeedReuseTestClipVisionEncode -> CLIP_VISION_OUTPUT
     WAN_I2V="14",              # WanImageToVideo(POS, NEG, VAE, clip_vision_output, start_image)
                                #   -> positive(0), negative(1), latent(2); SAMPLER reads all three
 )
 
 AUDIO = SimpleNamespace(
-    SINE="21",                 # SeedReuseTestSineAudio            -> AUDIO
-    LOADER="22",               # SeedReuseTestAudioEncoderLoader   -> AUDIO_ENCODER
-    ENCODE="23",               # SeedReuseTestAudioEncode          -> AUDIO_ENCODER_OUTPUT
+    SINE="21",                 # SeedReuseTestSineAudio or LoadAudio(audio_file) -> AUDIO
+    LOADER="22",               # AudioEncoderLoader or SeedReuseTestAudioEncoderLoader -> AUDIO_ENCODER
+    ENCODE="23",               # AudioEncoderEncode or SeedReuseTestAudioEncode  -> AUDIO_ENCODER_OUTPUT
 )
+
+ENCODERS = ("standin", "stock")
+
+
+def _check_encoders(encoders: str) -> None:
+    if encoders not in ENCODERS:
+        raise ValueError(f"encoders must be one of {ENCODERS}, got {encoders!r}")
 
 
 def _node(class_type: str, inputs: dict, title: str | None = None) -> dict:
@@ -89,6 +103,52 @@ def _common(prompt: dict, *, seed: int, prompt_text: str, negative_text: str | N
                                            "format": "mp4", "codec": "h264"})
 
 
+def clip_vision_nodes(prompt: dict, loader_id: str, encode_id: str, image: list, *, encoders: str = "standin",
+                      clip_vision: str | None = None, crop: str = "center", work_ms: int = 0,
+                      loader_work_ms: int = 0) -> list:
+    """CLIP vision loader ``loader_id`` + encoder ``encode_id`` of ``image`` (a link). Returns the
+    encoder output's link. work_ms / loader_work_ms only apply to the stand-ins."""
+    _check_encoders(encoders)
+    if encoders == "stock":
+        prompt[loader_id] = _node("CLIPVisionLoader", {"clip_name": clip_vision or em.CLIP_VISION_H})
+        prompt[encode_id] = _node("CLIPVisionEncode", {"clip_vision": link(loader_id), "image": image, "crop": crop})
+    else:
+        prompt[loader_id] = _node("SeedReuseTestClipVisionLoader",
+                                  {"clip_name": clip_vision or tm.CLIP_VISION, "work_ms": loader_work_ms})
+        prompt[encode_id] = _node("SeedReuseTestClipVisionEncode", {
+            "clip_vision": link(loader_id), "image": image, "crop": crop, "work_ms": work_ms})
+    return link(encode_id)
+
+
+def audio_encoder_nodes(prompt: dict, loader_id: str, encode_id: str, audio: list, *, encoders: str = "standin",
+                        audio_encoder: str | None = None, work_ms: int = 0, loader_work_ms: int = 0,
+                        title: str | None = None) -> list:
+    """Audio-encoder loader ``loader_id`` + encoder ``encode_id`` of ``audio`` (a link). Returns the
+    encoder output's link."""
+    _check_encoders(encoders)
+    if encoders == "stock":
+        prompt[loader_id] = _node("AudioEncoderLoader", {"audio_encoder_name": audio_encoder or em.WAV2VEC2_BASE})
+        prompt[encode_id] = _node("AudioEncoderEncode", {"audio_encoder": link(loader_id), "audio": audio}, title)
+    else:
+        prompt[loader_id] = _node("SeedReuseTestAudioEncoderLoader",
+                                  {"audio_encoder_name": audio_encoder or tm.AUDIO_ENCODER, "work_ms": loader_work_ms})
+        prompt[encode_id] = _node("SeedReuseTestAudioEncode", {"audio_encoder": link(loader_id), "audio": audio,
+                                                               "work_ms": work_ms}, title)
+    return link(encode_id)
+
+
+def audio_source(prompt: dict, node_id: str, *, seconds: float, sample_rate: int = 16000, frequency: float = 440.0,
+                 audio_file: str | None = None, title: str | None = None) -> list:
+    """The AUDIO of a graph: stock LoadAudio(audio_file) (a file in the worker's input dir, see
+    write_test_wav) or, without a file, SeedReuseTestSineAudio. Returns its link."""
+    if audio_file is not None:
+        prompt[node_id] = _node("LoadAudio", {"audio": audio_file}, title)
+    else:
+        prompt[node_id] = _node("SeedReuseTestSineAudio", {"seconds": float(seconds), "sample_rate": int(sample_rate),
+                                                           "frequency": float(frequency)}, title)
+    return link(node_id)
+
+
 def wan_t2v_graph(seed: int = 0, prompt_text: str = "a tiny test video", *, negative_text: str | None = None,
                   width: int = 64, height: int = 64, length: int = 9, steps: int = 2, cfg: float = 1.0,
                   sampler_name: str = "euler", scheduler: str = "simple", fps: float = 16.0,
@@ -113,23 +173,20 @@ def wan_i2v_graph(image_name: str, seed: int = 0, prompt_text: str = "a tiny tes
                   negative_text: str | None = None, width: int = 64, height: int = 64, length: int = 9,
                   steps: int = 2, cfg: float = 1.0, sampler_name: str = "euler", scheduler: str = "simple",
                   fps: float = 16.0, text_work_ms: int = 0, loader_work_ms: int = 0,
-                  clip_vision_work_ms: int = 0, crop: str = "center",
+                  clip_vision_work_ms: int = 0, crop: str = "center", encoders: str = "standin",
                   unet: str = tm.I2V, vae: str = tm.VAE, text_encoder: str = tm.TEXT_ENCODER,
-                  clip_vision: str = tm.CLIP_VISION, filename_prefix: str = "seedreuse_test/i2v") -> dict:
+                  clip_vision: str | None = None, filename_prefix: str = "seedreuse_test/i2v") -> dict:
     """LoadImage(image_name, must exist in the worker's input dir: see write_test_image) ->
-    stand-in CLIP vision -> WanImageToVideo(clip_vision_output, start_image) -> KSampler (tiny i2v)
-    -> VAEDecode -> CreateVideo -> SaveVideo. Ids: I2V."""
+    CLIP vision (``encoders``: stock ViT-H or stand-in) -> WanImageToVideo(clip_vision_output,
+    start_image) -> KSampler (tiny i2v) -> VAEDecode -> CreateVideo -> SaveVideo. Ids: I2V."""
     p: dict = {}
     _common(p, seed=seed, prompt_text=prompt_text, negative_text=negative_text, unet=unet, steps=steps,
             cfg=cfg, sampler_name=sampler_name, scheduler=scheduler, text_work_ms=text_work_ms,
             loader_work_ms=loader_work_ms, text_encoder=text_encoder, vae=vae, fps=fps,
             filename_prefix=filename_prefix, ids=I2V)
-    p[I2V.CLIP_VISION_LOADER] = _node("SeedReuseTestClipVisionLoader",
-                                      {"clip_name": clip_vision, "work_ms": loader_work_ms})
     p[I2V.IMAGE] = _node("LoadImage", {"image": image_name})
-    p[I2V.CLIP_VISION_ENCODE] = _node("SeedReuseTestClipVisionEncode", {
-        "clip_vision": link(I2V.CLIP_VISION_LOADER), "image": link(I2V.IMAGE, 0), "crop": crop,
-        "work_ms": clip_vision_work_ms})
+    clip_vision_nodes(p, I2V.CLIP_VISION_LOADER, I2V.CLIP_VISION_ENCODE, link(I2V.IMAGE, 0), encoders=encoders,
+                      clip_vision=clip_vision, crop=crop, work_ms=clip_vision_work_ms, loader_work_ms=loader_work_ms)
     p[I2V.WAN_I2V] = _node("WanImageToVideo", {
         "positive": link(I2V.POS), "negative": link(I2V.NEG), "vae": link(I2V.VAE),
         "width": width, "height": height, "length": length, "batch_size": 1,
@@ -141,16 +198,15 @@ def wan_i2v_graph(image_name: str, seed: int = 0, prompt_text: str = "a tiny tes
 
 def add_audio_encoder(prompt: dict, seconds: float = 1.0, *, sample_rate: int = 16000,
                       frequency: float = 440.0, work_ms: int = 0, loader_work_ms: int = 0,
-                      audio_encoder: str = tm.AUDIO_ENCODER) -> dict:
-    """Add SeedReuseTestSineAudio -> SeedReuseTestAudioEncode(stand-in wav2vec2) with ids AUDIO.
-    The AUDIO is link(AUDIO.SINE) (e.g. for CreateVideo's audio input), the encoder output is
-    link(AUDIO.ENCODE). Returns the prompt."""
-    prompt[AUDIO.SINE] = _node("SeedReuseTestSineAudio", {"seconds": float(seconds), "sample_rate": int(sample_rate),
-                                                          "frequency": float(frequency)})
-    prompt[AUDIO.LOADER] = _node("SeedReuseTestAudioEncoderLoader",
-                                 {"audio_encoder_name": audio_encoder, "work_ms": loader_work_ms})
-    prompt[AUDIO.ENCODE] = _node("SeedReuseTestAudioEncode", {"audio_encoder": link(AUDIO.LOADER),
-                                                              "audio": link(AUDIO.SINE), "work_ms": work_ms})
+                      audio_encoder: str | None = None, encoders: str = "standin",
+                      audio_file: str | None = None) -> dict:
+    """Add an audio source (SeedReuseTestSineAudio, or LoadAudio(audio_file)) -> audio encoder
+    (``encoders``: stock wav2vec2 base or stand-in) with ids AUDIO. The AUDIO is link(AUDIO.SINE)
+    (e.g. for CreateVideo's audio input), the encoder output is link(AUDIO.ENCODE). Returns the prompt."""
+    audio = audio_source(prompt, AUDIO.SINE, seconds=seconds, sample_rate=sample_rate, frequency=frequency,
+                         audio_file=audio_file)
+    audio_encoder_nodes(prompt, AUDIO.LOADER, AUDIO.ENCODE, audio, encoders=encoders, audio_encoder=audio_encoder,
+                        work_ms=work_ms, loader_work_ms=loader_work_ms)
     return prompt
 
 
@@ -209,6 +265,25 @@ def clone(prompt: dict) -> dict:
 
 
 # ---------------------------------------------------------------- inputs
+
+def write_test_wav(dest: Path, seconds: float = 1.0, sample_rate: int = 16000, frequency: float = 440.0) -> Path:
+    """A 16-bit mono PCM WAV of SeedReuseTestSineAudio's sine at dest (for LoadAudio)."""
+    import math
+    import struct
+    import wave
+
+    n = int(round(seconds * sample_rate))
+    frames = b"".join(struct.pack("<h", int(round(16383 * math.sin(2 * math.pi * frequency * i / sample_rate))))
+                      for i in range(n))
+    dest = Path(dest)
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    with wave.open(str(dest), "wb") as w:
+        w.setnchannels(1)
+        w.setsampwidth(2)
+        w.setframerate(int(sample_rate))
+        w.writeframes(frames)
+    return dest
+
 
 def write_test_image(dest: Path, width: int = 64, height: int = 64, seed: int = 0) -> Path:
     """A deterministic RGB PNG (smooth gradient + seeded noise) at dest (e.g. worker.input_dir/'x.png')."""

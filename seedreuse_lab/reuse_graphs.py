@@ -71,11 +71,13 @@ SEG = SimpleNamespace(START="200", WAN_I2V="210", SAMPLER="211", DECODE="212", B
 def segment_graph(image_name: str, seed: int, *, prefix_segments: int = 0, reuse: str = "auto",
                   cache_name: str = "segments", F: int = 9, M: int = 3, total_frames: int = 27,
                   fps: float = 16.0, audio: bool = True, prompt_text: str = "a talking test head",
-                  steps: int = 2) -> dict:
+                  steps: int = 2, encoders: str = "standin", audio_file: str | None = None) -> dict:
     """A multi-segment Wan 2.1 I2V continuation: each segment starts from the previous segment's
-    last M frames (segment 0 from the reference image). Text and CLIP vision are reused outside
-    the loop; the loop body is WanImageToVideo -> KSampler -> VAEDecode -> Boundary Save."""
-    p = graphs.wan_i2v_graph(image_name, seed=0, prompt_text=prompt_text, steps=steps, fps=fps)
+    last M frames (segment 0 from the reference image). Text and CLIP vision (``encoders``: the
+    stock ViT-H or the stand-in, see graphs.py) are reused outside the loop; the loop body is
+    WanImageToVideo -> KSampler -> VAEDecode -> Boundary Save. The audio track is a sine
+    (SeedReuseTestSineAudio) or, with ``audio_file``, stock LoadAudio of that input file."""
+    p = graphs.wan_i2v_graph(image_name, seed=0, prompt_text=prompt_text, steps=steps, fps=fps, encoders=encoders)
     for nid in (I2V.WAN_I2V, I2V.SAMPLER, I2V.DECODE, I2V.VIDEO, I2V.SAVE):
         p.pop(nid)
     add_session(p, cache_name, reuse, prefix_segments)
@@ -87,9 +89,8 @@ def segment_graph(image_name: str, seed: int, *, prefix_segments: int = 0, reuse
     start = {"session": link(SESSION), "segment_frames": F, "motion_frames": M, "total_frames": total_frames,
              "fps": fps, "seed": seed, "initial_frames": link(I2V.IMAGE, 0)}
     if audio:
-        p[SEG.SINE] = {"class_type": "SeedReuseTestSineAudio",
-                       "inputs": {"seconds": total_frames / fps, "sample_rate": 16000, "frequency": 330.0}}
-        start["audio"] = link(SEG.SINE)
+        start["audio"] = graphs.audio_source(p, SEG.SINE, seconds=total_frames / fps, sample_rate=16000,
+                                             frequency=330.0, audio_file=audio_file)
     p[SEG.START] = {"class_type": "SeedReuseSegmentLoopStart", "inputs": start}
     p[SEG.WAN_I2V] = {"class_type": "WanImageToVideo", "inputs": {
         "positive": link("101"), "negative": link(I2V.NEG), "vae": link(I2V.VAE), "width": 64, "height": 64,

@@ -120,3 +120,41 @@ def _sha256(p: Path) -> str:
         for chunk in iter(lambda: f.read(1 << 20), b""):
             h.update(chunk)
     return h.hexdigest()
+
+
+def generate_cached(digest: str, module: str, files: set, marker: str, *, timeout: float,
+                    prune_prefix: str | None = None) -> TinyModels:
+    """Run generator ``module`` (seedreuse_lab.<module> <comfyui_dir> <out_models_dir>) once into
+    CACHE_BASE/<digest>/models, under a lock (safe from concurrent processes); later calls return
+    the cached files. ``marker`` prefixes the generator's JSON report line on stdout. With
+    ``prune_prefix``, other finished versions named <prune_prefix>* are removed (large files)."""
+    final = CACHE_BASE / digest
+    models = final / "models"
+    CACHE_BASE.mkdir(parents=True, exist_ok=True)
+    with open(CACHE_BASE / f"{digest}.lock", "w") as lockf:
+        fcntl.flock(lockf, fcntl.LOCK_EX)
+        report_file = final / "report.json"
+        if report_file.is_file() and all((models / f / n).is_file() for f, n in files):
+            return TinyModels(models, False, 0.0, json.loads(report_file.read_text()))
+        tmp = CACHE_BASE / f"{digest}.tmp-{os.getpid()}"
+        shutil.rmtree(tmp, ignore_errors=True)
+        t0 = time.perf_counter()
+        proc = subprocess.run(
+            host.module_command(module, host.comfyui_dir(), tmp / "models"),
+            env=host.module_env(with_comfyui=True),
+            cwd=str(host.comfyui_dir()), capture_output=True, text=True, timeout=timeout)
+        seconds = time.perf_counter() - t0
+        if proc.returncode != 0:
+            shutil.rmtree(tmp, ignore_errors=True)
+            raise RuntimeError(f"{module} failed:\n" + (proc.stdout + proc.stderr)[-4000:])
+        line = [ln for ln in proc.stdout.splitlines() if ln.startswith(marker + " ")]
+        report = json.loads(line[-1].split(" ", 1)[1]) if line else {}
+        report["subprocess_s"] = round(seconds, 3)
+        (tmp / "report.json").write_text(json.dumps(report, indent=1))
+        shutil.rmtree(final, ignore_errors=True)
+        os.replace(tmp, final)
+        if prune_prefix:
+            for old in CACHE_BASE.glob(prune_prefix + "*"):
+                if old.is_dir() and old.name != digest and ".tmp-" not in old.name:
+                    shutil.rmtree(old, ignore_errors=True)
+        return TinyModels(models, True, seconds, report)

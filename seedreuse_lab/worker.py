@@ -260,6 +260,7 @@ class ComfyWorker:
         self._log = None
         self.startup_seconds: float | None = None
         self.last_node_errors: dict = {}
+        self.headers: dict = {}       # sent with every HTTP request (not the websocket)
         self._lock = threading.Lock()
 
     # ------------------------------------------------------------------ layout / lifecycle
@@ -457,8 +458,10 @@ class ComfyWorker:
     # ------------------------------------------------------------------ HTTP
     def _request(self, method: str, path: str, data: Any = None, timeout: float = 30):
         body = None if data is None else json.dumps(data).encode()
-        req = urllib.request.Request(self.url + path, data=body, method=method,
-                                     headers={"Content-Type": "application/json"} if body else {})
+        headers = dict(self.headers)          # e.g. {"comfy-user": id} on a --multi-user server
+        if body:
+            headers["Content-Type"] = "application/json"
+        req = urllib.request.Request(self.url + path, data=body, method=method, headers=headers)
         try:
             with urllib.request.urlopen(req, timeout=timeout) as r:
                 return r.status, r.read()

@@ -40,6 +40,7 @@ TIERS = {
     "backend": "the backend and static checks: real files in tmp_path, no ComfyUI worker",
     "host": "real ComfyUI workers over HTTP (one host): nodes, routes, examples, cross-worker reuse",
     "families": "the support matrix (Wan 2.2, Qwen-Image, InfiniteTalk) in real workers",
+    "templates": "the official ComfyUI templates instrumented and run on two real workers",
     "browser": "the web extension in a real Chromium against a real worker",
     "soak": "many requests with injected failures, interrupts and kills",
     "sharedfs": "real shared filesystems (GlusterFS, ...) across simulated hosts in network namespaces",
@@ -50,7 +51,7 @@ SMOKE_EXCLUDED = {"test_two_workers_are_deterministic_and_survive_kill"}   # min
 
 def _tier(item) -> str:
     parts = Path(str(item.fspath)).relative_to(Path(__file__).resolve().parent).parts
-    if parts[0] in ("backend", "browser", "soak", "families"):
+    if parts[0] in ("backend", "browser", "soak", "families", "templates"):
         return parts[0]
     if parts[0] == "shared_fs":
         return "sharedfs"

@@ -287,7 +287,7 @@ def test_self_validated_inputs_and_conversions_agree_with_comfyui(w):
 
 BAD_N = [(1.5, "must be a whole number", "1.5"), (2.7, "must be a whole number", "2.7"),
          (True, "must be a whole number, not true/false", "true"), ("2", "must be a number, not text", "'2'"),
-         (-1, "must be >= 0", "-1"), (100001, "must be <= 100000", "100001")]
+         (-2, "must be >= -1", "-2"), (100001, "must be <= 100000", "100001")]
 
 
 @pytest.mark.parametrize("value,why,shown", BAD_N, ids=[repr(b[0]) for b in BAD_N])
@@ -300,7 +300,7 @@ def test_reuse_prefix_segments_is_validated_exactly(w, value, why, shown):
     errors = ei.value.node_errors["100"]["errors"]
     text = json.dumps(errors)
     assert f"reuse_prefix_segments {why}; got {shown}" in text, text
-    assert "allowed: an integer from 0 to 100000" in text and "fix: set reuse_prefix_segments" in text
+    assert "allowed: an integer from -1 to 100000" in text and "fix: set reuse_prefix_segments" in text
     assert "smaller than the segment count" not in text
     # the dry run refuses it the same way
     err = refused(w, p, 400, "invalid_request")

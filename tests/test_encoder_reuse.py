@@ -1,4 +1,8 @@
-"""Encoder Reuse in real ComfyUI workers over HTTP, with tiny models and counting stand-in encoders."""
+"""Encoder Reuse in real ComfyUI workers over HTTP, with tiny models and the counting stand-in text
+encoder. The I2V test runs ComfyUI's own CLIPVisionLoader / CLIPVisionEncode with the full-size
+random-weight ViT-H (seedreuse_lab/encoder_models.py), counted from the ``executing`` events; the
+T2V tests are about the cache's behaviour (hits, misses, failures, races, names), not about an
+encoder, so they keep the free stand-ins (a real ViT-H encode costs seconds on 2 cores)."""
 from __future__ import annotations
 
 import hashlib
@@ -7,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from seedreuse_lab import graphs
+from seedreuse_lab import encoder_models, graphs
 from seedreuse_lab.graphs import I2V, T2V
 from seedreuse_lab.reuse_graphs import i2v_reuse, t2v_reuse
 
@@ -78,26 +82,38 @@ def test_changes_miss_in_auto_and_fail_in_require(comfy_workers, private_models_
     assert slot_events(r)["positive"]["action"] == "encoded"
 
 
-def test_i2v_reference_image_content_change(comfy_workers):
-    a, b = comfy_workers(2)
+@pytest.fixture(scope="module")
+def real_models_dir(tiny_models, tmp_path_factory) -> Path:
+    """The tiny models + the full-size CLIP vision ViT-H and wav2vec2 base (stock loaders)."""
+    return encoder_models.models_dir_with_encoders(tiny_models, encoder_models.ensure_encoder_models(),
+                                                   tmp_path_factory.mktemp("real-encoder-models"))
+
+
+def test_i2v_reference_image_content_change(comfy_workers, real_models_dir):
+    a, b = comfy_workers(2, models_dir=real_models_dir)
     for w in (a, b):
         graphs.write_test_image(Path(w.input_dir) / "ref.png", seed=1)
-    a.run(i2v_reuse("ref.png", seed=1)).raise_for_status()
+    ra = a.run(i2v_reuse("ref.png", seed=1, encoders="stock"), timeout=900).raise_for_status()
+    assert ra.executed.count(I2V.CLIP_VISION_LOADER) == ra.executed.count(I2V.CLIP_VISION_ENCODE) == 1
     slots = set(manifest(comfy_workers.cache_root, "default")["slots"])
     assert slots == {"i2v_positive", "i2v_negative", "i2v_latent", "text_positive", "clip_vision"}
-    rb = b.run(i2v_reuse("ref.png", seed=2, reuse="require")).raise_for_status()
-    c = b.counts()
-    assert c.get("clip_vision_encode", 0) == 0 and c.get("clip_vision_loader", 0) == 0 and c.get("text_encode", 0) == 0
-    assert I2V.WAN_I2V not in rb.executed and I2V.IMAGE not in rb.executed
+    rb = b.run(i2v_reuse("ref.png", seed=2, reuse="require", encoders="stock"), timeout=900).raise_for_status()
+    assert b.counts().get("text_encode", 0) == 0
+    assert I2V.CLIP_VISION_LOADER not in rb.executed and I2V.CLIP_VISION_ENCODE not in rb.executed
+    assert I2V.WAN_I2V not in rb.executed and I2V.IMAGE not in rb.executed and I2V.SAMPLER in rb.executed
     # same path, new content: the outer slots and clip vision miss; the text slot still hits
     graphs.write_test_image(Path(b.input_dir) / "ref.png", seed=2)
-    res = b.run(i2v_reuse("ref.png", seed=3, reuse="require"))
+    res = b.run(i2v_reuse("ref.png", seed=3, reuse="require", encoders="stock"), timeout=900)
     assert res.status == "error" and "is_changed" in res.error["exception_message"] or \
         "@content" in res.error["exception_message"]
-    r = b.run(i2v_reuse("ref.png", seed=3, reuse="auto")).raise_for_status()
+    assert I2V.SAMPLER not in res.executed and I2V.CLIP_VISION_ENCODE not in res.executed
+    r = b.run(i2v_reuse("ref.png", seed=3, reuse="auto", encoders="stock"), timeout=900).raise_for_status()
     ev = slot_events(r)
     assert ev["i2v_positive"]["action"] == "encoded" and ev["clip_vision"]["action"] == "encoded"
     assert ev["text_positive"]["action"] == "reused"
+    # the miss ran the real ViT-H (loader and encoder) on B; the text encoder still did not run
+    assert r.executed.count(I2V.CLIP_VISION_LOADER) == r.executed.count(I2V.CLIP_VISION_ENCODE) == 1
+    assert b.counts().get("text_encode", 0) == 0
     # the committed cache holds all five slots of the successful run (text carried forward)
     assert set(manifest(comfy_workers.cache_root, "default")["slots"]) == slots
 

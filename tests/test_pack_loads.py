@@ -5,7 +5,8 @@ pytestmark = pytest.mark.comfy
 
 EXPECTED = {"SeedReuseSession", "SeedReuseEncodeConditioning", "SeedReuseEncodeClipVision", "SeedReuseEncodeLatent",
             "SeedReuseEncodeAudioFeatures", "SeedReuseEncodeImage", "SeedReuseEncodeAudio",
-            "SeedReuseSegmentLoopStart", "SeedReuseBoundarySave", "SeedReuseSegmentLoopEnd", "SeedReusePrefixMerge"}
+            "SeedReuseSegmentLoopStart", "SeedReuseBoundarySave", "SeedReuseSegmentLoopEnd", "SeedReusePrefixMerge",
+            "SeedReuseSegmentPrompt"}
 
 
 def test_every_node_registered_with_tooltips(comfy_worker):

@@ -1,5 +1,10 @@
 """Segment Reuse in real ComfyUI workers: full run, exact resume, new-seed resume, chained resume,
-and every bad request failing before the first segment is sampled."""
+and every bad request failing before the first segment is sampled.
+
+The new-seed resume (the support matrix's test) runs ComfyUI's own CLIPVisionLoader /
+CLIPVisionEncode with the full-size random-weight ViT-H and LoadAudio of a WAV file; the other
+tests are about resume arithmetic and refusals, not about an encoder, so they keep the free
+stand-in CLIP vision and the sine source (a real ViT-H encode costs seconds on 2 cores)."""
 from __future__ import annotations
 
 import hashlib
@@ -9,7 +14,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from seedreuse_lab import graphs
+from seedreuse_lab import encoder_models, graphs
+from seedreuse_lab.graphs import I2V
 from seedreuse_lab.reuse_graphs import SEG, segment_graph
 from reuse_backend.media import segments
 from reuse_backend.media import video
@@ -67,11 +73,25 @@ def test_full_run_then_exact_resume_on_another_worker(two_workers):
     assert video.audio_packets_digest(str(v1)) == video.audio_packets_digest(str(v2))
 
 
-def test_new_seed_resume_keeps_prefix_and_chains(two_workers):
-    a, b, root = two_workers
-    r1 = a.run(segment_graph("ref.png", seed=1)).raise_for_status()
+def test_new_seed_resume_keeps_prefix_and_chains(comfy_workers, tiny_models, tmp_path):
+    models = encoder_models.models_dir_with_encoders(tiny_models, encoder_models.ensure_encoder_models(),
+                                                     tmp_path / "models")
+    a, b = comfy_workers(2, models_dir=models)
+    root = comfy_workers.cache_root
+    for w in (a, b):
+        graphs.write_test_image(Path(w.input_dir) / "ref.png", seed=7)
+        graphs.write_test_wav(Path(w.input_dir) / "speech.wav", seconds=TOTAL / 16.0, sample_rate=16000)
+
+    def seg(seed, n=0):
+        return segment_graph("ref.png", seed=seed, prefix_segments=n, encoders="stock", audio_file="speech.wav")
+
+    stock = (I2V.CLIP_VISION_LOADER, I2V.CLIP_VISION_ENCODE, SEG.SINE)   # SEG.SINE is LoadAudio here
+    r1 = a.run(seg(1), timeout=900).raise_for_status()
+    assert [r1.executed.count(n) for n in stock] == [1, 1, 1]
     v1 = video.decode_frames(str(result_path(a, r1)))
-    r2 = b.run(segment_graph("ref.png", seed=2, prefix_segments=2)).raise_for_status()
+    r2 = b.run(seg(2, 2), timeout=900).raise_for_status()
+    # the real ViT-H loader and encoder do not run on B: the clip_vision slot is reused
+    assert [r2.executed.count(n) for n in stock[:2]] == [0, 0] and sampled(r2) == S - 2
     p2 = segments.prefix_frames(2, F, M)
     v2 = video.decode_frames(str(result_path(b, r2)))
     assert v2.shape[0] == TOTAL
@@ -79,8 +99,8 @@ def test_new_seed_resume_keeps_prefix_and_chains(two_workers):
     assert not np.array_equal(v2[p2:], v1[p2:])
     assert video.audio_packets_digest(str(result_path(a, r1))) == video.audio_packets_digest(str(result_path(b, r2)))
     # chained: resume at N=3 from the seed-2 result (on worker A)
-    r3 = a.run(segment_graph("ref.png", seed=3, prefix_segments=3)).raise_for_status()
-    assert sampled(r3) == 1
+    r3 = a.run(seg(3, 3), timeout=900).raise_for_status()
+    assert sampled(r3) == 1 and [r3.executed.count(n) for n in stock[:2]] == [0, 0]
     v3 = video.decode_frames(str(result_path(a, r3)))
     p3 = segments.prefix_frames(3, F, M)
     assert np.array_equal(v3[:p2], v1[:p2]) and np.array_equal(v3[:p3], v2[:p3])

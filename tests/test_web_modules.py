@@ -75,7 +75,22 @@ def test_submodules_only_export():
         depth = 0
         for line in code.splitlines():
             if depth == 0 and line.strip() and not re.match(
-                    r"\s*(export\s+|import\s|const\s|let\s|function\s|async\s+function\s|[}\])]|//)", line):
+                    r"\s*(export\s+|import\s|const\s|let\s|function\s|async\s+function\s|class\s|[}\])]|//)", line):
                 raise AssertionError(f"{p.relative_to(WEB)}: top-level statement {line.strip()!r}")
             depth += line.count("{") + line.count("(") + line.count("[")
             depth -= line.count("}") + line.count(")") + line.count("]")
+
+
+def test_badges_go_through_the_node_badge_api():
+    """The badges are entries of node.badges (drawn by LiteGraph, rendered by the Vue node header,
+    beside the host's own badges), never drawn over the node from onDrawForeground."""
+    badges = _code((WEB / "seedreuse" / "badges.js").read_text())
+    assert "node.badges.push(" in badges
+    assert "LGraphBadge" in badges, "use the frontend's badge class when it has one"
+    entry = _code(ENTRY.read_text())
+    hooks = re.findall(r'chain\(proto, "onDrawForeground", function \([^)]*\) \{(.*?)\}, "onDrawForeground"\)',
+                       entry, re.S)
+    assert all("badge" not in h.lower() for h in hooks), hooks
+    for p in JS:
+        if p.name != "badges.js":
+            assert "drawBadge" not in _code(p.read_text()), p

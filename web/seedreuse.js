@@ -1,10 +1,12 @@
 // SeedReuse frontend extension ("seedreuse.ui"): the entry module, which registers the extension.
 //
-// - A badge over every reuse node (SeedReuseEncode*, SeedReuseSegmentLoopStart): before a run
-//   it shows what the server's dry run (POST /seedreuse/check) predicts ("will reuse",
-//   "will encode (why)", "will fail (why)" with the error's fix); after a run what happened
-//   ("reused · saved 2.3 s", "encoded"), from the "seedreuse.slot" / "seedreuse.segments"
-//   websocket events.                                                   seedreuse/badges.js
+// - Badges on every reuse node (SeedReuseEncode*, SeedReuseSegmentLoopStart), through the
+//   frontend's node-badge list (node.badges: drawn in LiteGraph mode, rendered in the Vue
+//   "Nodes 2.0" header, beside the host's own badges): before a run what the server's dry run
+//   (POST /seedreuse/check) predicts ("will reuse", "will encode (why)", "will fail (why)" with
+//   the error's fix); "running…" during a run; after it what happened ("reused · saved 2.3 s",
+//   "encoded") and the prediction for the next run, from the "seedreuse.slot" /
+//   "seedreuse.segments" websocket events.                               seedreuse/badges.js
 // - A segment timeline widget on Segment Loop Start: clicking segment k sets
 //   reuse_prefix_segments = k on the connected Session.                 seedreuse/timeline.js
 // - Non-blocking toasts for the pack's errors (message, expected, actual, fix), read from the
@@ -16,20 +18,22 @@
 // ComfyUI imports every .js file under web/ as an extension entry point; the modules under
 // web/seedreuse/ only export, so importing them on their own does nothing. Everything is
 // namespaced "seedreuse"; every hook is guarded and chained to the original. Tests read the
-// state through window.__seedreuse (canvas drawing cannot be read from the DOM).
+// state through window.__seedreuse (and the badges from node.badges or the Vue node's DOM).
 import { app } from "../../scripts/app.js";
 import { api } from "../../scripts/api.js";
 import { EXT_NAME, NS, START_TYPE, bindHost, chain, guard, isPackType, isReuseType, noteError }
   from "./seedreuse/core.js";
-import { clearBadge, drawBadge } from "./seedreuse/badges.js";
+import { attachBadges, clearBadge } from "./seedreuse/badges.js";
 import { notifyChange, onGraphConfigured, onHostChange, onNodeCreated } from "./seedreuse/changes.js";
 import { scheduleCheck } from "./seedreuse/dry_run_client.js";
 import { installApi } from "./seedreuse/inspect.js";
 import { ensureStylesheet } from "./seedreuse/palette.js";
-import { onExecutionEnd, onExecutionError, onMergeEvent, onSegmentsEvent, onSlotEvent }
-  from "./seedreuse/run_events.js";
+import { noteQueued, onExecutionEnd, onExecutionError, onExecutionStart, onMergeEvent, onSegmentsEvent,
+  onSlotEvent } from "./seedreuse/run_events.js";
 import { addTimeline, refreshTimelineOnDraw, renderTimeline } from "./seedreuse/timeline.js";
 import { wrapQueue } from "./seedreuse/toasts.js";
+import { instrumentMenuItems } from "./seedreuse/instrument.js";
+import { installCacheBrowser } from "./seedreuse/cache_browser.js";
 
 const STYLESHEET = new URL("./seedreuse.css", import.meta.url).href;
 
@@ -40,15 +44,18 @@ function listen(type, fn) {
 function hookNodeType(nodeType, name) {
   const proto = nodeType.prototype;
   if (isReuseType(name)) {
-    chain(proto, "onDrawForeground", function (ctx) {
-      drawBadge(this, ctx);
-      refreshTimelineOnDraw(this);
-    }, "onDrawForeground");
+    // badge entries in node.badges, added before the node joins the graph (seedreuse/badges.js)
+    chain(proto, "onNodeCreated", function () {
+      attachBadges(this);
+    }, "onNodeCreated badges");
   }
   if (name === START_TYPE) {
     chain(proto, "onNodeCreated", function () {
       addTimeline(this);
     }, "onNodeCreated");
+    chain(proto, "onDrawForeground", function () {
+      refreshTimelineOnDraw(this);
+    }, "onDrawForeground");
     chain(proto, "onConnectionsChange", function () {
       if (this.__seedreuseTimeline) renderTimeline(this);
     }, "onConnectionsChange");
@@ -67,16 +74,18 @@ const extension = {
       listen("seedreuse.slot", onSlotEvent);
       listen("seedreuse.segments", onSegmentsEvent);
       listen("seedreuse.merge", onMergeEvent);
+      listen("execution_start", onExecutionStart);
       listen("execution_error", onExecutionError);
       listen("execution_success", (e) => onExecutionEnd(e, true));
-      listen("execution_interrupted", (e) => onExecutionEnd(e, false));
+      listen("execution_interrupted", (e) => onExecutionEnd(e, false, "interrupted"));
       listen("graphChanged", onHostChange);
       document.addEventListener("visibilitychange", guard("visibilitychange", () => {
         if (document.visibilityState === "visible") scheduleCheck(300, true);
       }));
-      wrapQueue();
+      wrapQueue(noteQueued);
       onGraphConfigured(); // the graph as it is now (a workflow loaded later calls it again)
       NS.ready = true;
+      installCacheBrowser(); // the "SeedReuse caches" sidebar tab (seedreuse/cache_browser.js)
     } catch (e) {
       noteError("setup", e);
     }
@@ -96,6 +105,7 @@ const extension = {
       noteError("nodeCreated", e);
     }
   },
+  getCanvasMenuItems: () => instrumentMenuItems(), // "make this workflow reusable" (seedreuse/instrument.js)
   async afterConfigureGraph() {
     try {
       onGraphConfigured();

@@ -14,7 +14,7 @@ from pathlib import Path
 
 from ..errors import CacheBusyError, CorruptCacheError, ReuseError
 from ..storage import fsops
-from . import filesystems, recovery, roots
+from . import evict, filesystems, readers, recovery, roots
 from .lock import WriterLock
 from .reader import Snapshot, VersionReader
 from .transaction import RunInfo, Transaction
@@ -86,10 +86,17 @@ class Cache:
         return f"Cache({str(self.root)!r}, {self.name!r})"
 
     # ------------------------------------------------------------------ reading
-    def snapshot(self, retries: int = 20, delay: float = 0.05) -> Snapshot | None:
-        """The committed version (one version, never a mix), or None when never committed."""
+    def snapshot(self, retries: int = 20, delay: float = 0.05, *, lease: bool = True) -> Snapshot | None:
+        """The committed version (one version, never a mix), or None when never committed.
+
+        With ``lease`` (every reader) the snapshot is registered as a reader until it is closed,
+        so eviction never removes the cache under it, and its first load records a use of the
+        cache (readers.py, usage.py). A writer's base needs neither: its writer lock keeps
+        evictions away and its commit records the use."""
         filesystems.check_root(self.root)      # cheap after the first call for this mount
-        return VersionReader(self).open(retries, delay)
+        if not lease:
+            return VersionReader(self).open(retries, delay)
+        return readers.open_leased(self, lambda: VersionReader(self).open(retries, delay))
 
     # ------------------------------------------------------------------ writing
     def writer_lock(self, run_id: str) -> WriterLock:
@@ -102,18 +109,19 @@ class Cache:
         if not self.root.is_dir():
             fsops.mkdir(self.root, parents=True, exist_ok=True)
         filesystems.check_root(self.root)      # refuse unsafe shared filesystems before any write
-        lock = self.writer_lock(run.run_id).acquire()
+        # a full disk: evict what the budget allows and retry once (evict.py)
+        lock = evict.retry_when_full(self, self.writer_lock(run.run_id).acquire, during="take the writer lock")
         base = None
         try:
             recovered = self._recover_locked()
             try:
-                base, base_error = self.snapshot(), None
+                base, base_error = self.snapshot(lease=False), None
             except CorruptCacheError as e:   # a broken version cannot be a base; it gets replaced
                 log.warning("%s", e)
                 base, base_error = None, e
             tx = Transaction(self, run, lock, base, base_error, recovered)
             try:
-                tx._create_staging()
+                evict.retry_when_full(self, tx._create_staging, reset=tx._dir.remove)
             except OSError as e:
                 err = tx.explain(e, "create its staging directory")
                 if err is e:

@@ -9,18 +9,19 @@ from __future__ import annotations
 import os
 import stat
 from dataclasses import asdict, dataclass
+from pathlib import Path
 
 from ..errors import CacheBusyError, CorruptCacheError, InvalidCacheNameError, ReuseError
 from ..storage import fsops, serialize
 from . import manifest as mf
-from . import roots
+from . import namespaces, roots, rootdirs, take_index, usage
 from .cache import DEFAULT_BUDGET, Cache
 from .lock import describe, lock_status, stray_lock_files
 from .reader import check_loadable, read_manifest_at, sha256_fd
 
 _RD = fsops.O_READ | os.O_NONBLOCK      # the reader's flags; never blocks on a FIFO
 REPAIRABLE = {"stale_tmp", "stale_old", "current_missing", "stale_lock", "dead_lock",
-              "stray_lock_file"}
+              "stray_lock_file", "eviction_leftover", "stale_reader_lease"}
 
 
 @dataclass
@@ -106,6 +107,8 @@ def _scan(root, name: str, lease_s: float, budget: int) -> list[Problem]:
                                _clear_fix(name)))
         else:
             out.extend(_scan_version(str(p.current), name, budget))
+    # evictions of this cache being deleted (or left by a crash), stale reader leases: rootdirs.py
+    out += [Problem(*f) for f in rootdirs.findings(root, name, lease_s)]
     return out
 
 
@@ -156,8 +159,10 @@ def _scan_version(d: str, name: str, budget: int) -> list[Problem]:
         total = sum(e["bytes"] for e in files.values())
         if total > budget:
             out.append(Problem("over_budget", d, f"{total} bytes > budget {budget}", fix))
-        tensor_files = [e["file"] for e in m["slots"].values()] + \
-                       [e["file"] for e in m["boundaries"].values()]
+        for why in take_index.problems(m):      # every kept take's files are checked like the latest's
+            out.append(Problem("invalid_takes", os.path.join(d, mf.MANIFEST), why, fix))
+        tensor_files = {e["file"] for e in m["slots"].values()} | {e["file"] for e in m["boundaries"].values()} \
+            | {f for f in files if f.endswith(".safetensors")}
         for fname in sorted(f for f in tensor_files if f in loadable):
             fd = os.open(fname, _RD, dir_fd=dfd)
             try:
@@ -172,3 +177,32 @@ def _scan_version(d: str, name: str, budget: int) -> list[Problem]:
     finally:
         os.close(dfd)
     return out
+
+
+def check_root(root, *, repair: bool = False, lease_s: float = 120.0,
+               max_bytes: int | None = None) -> list[Problem]:
+    """Root-level problems (not of one cache): eviction leftovers, stale reader leases, entries
+    that belong to no cache (``orphaned_entry``), and the root over its size budget
+    (``max_bytes``, default ``SEEDREUSE_MAX_BYTES``). Repair finishes evictions, removes stale
+    leases and empty folders; it never touches a cache or a foreign entry."""
+    try:
+        budget = max_bytes if max_bytes is not None else usage.budget_from_env()
+    except ReuseError as e:
+        return [Problem("invalid_budget", str(root), e.message, e.fix)]
+
+    def scan() -> list[Problem]:
+        return [Problem(*f) for f in rootdirs.findings(root, None, lease_s)
+                + rootdirs.budget_finding(root, budget)] + [
+            Problem("orphaned_namespace", str(Path(root) / e), "not a user namespace of this root (a file, a "
+                    "symlink or an invalid user id): no node or route uses it",
+                    "remove it by hand if nothing of yours is in it (repair never touches it)")
+            for e in namespaces.invalid_entries(root)]
+
+    found = scan()
+    if not repair or not found:
+        return found
+    rootdirs.repair_root(root, lease_s)
+    after = scan()
+    left = {(p.code, p.path) for p in after}
+    return [Problem(p.code, p.path, p.message, p.fix, True) for p in found
+            if (p.code, p.path) not in left] + after

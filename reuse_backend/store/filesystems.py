@@ -42,6 +42,7 @@ _GLUSTER_CACHING_XLATORS = ("performance/md-cache", "performance/open-behind", "
                             "performance/write-behind", "performance/io-cache", "performance/read-ahead",
                             "performance/readdir-ahead", "performance/nl-cache")
 _checked: dict[tuple, str | None] = {}
+_mounts: dict[tuple, tuple[str, str, str]] = {}   # (root, st_dev) -> mount_of(root)
 _guard = threading.Lock()
 
 
@@ -203,8 +204,23 @@ def policy_problem(path) -> str | None:
 
 
 def check_root(root) -> None:
-    """Refuse an unsafe cache root (UnsupportedFilesystemError), once per mount per process."""
-    mp, fstype, source = mount_of(root)
+    """Refuse an unsafe cache root (UnsupportedFilesystemError), once per mount per process.
+
+    Called for every snapshot and transaction: the mount lookup (a read of /proc/self/mountinfo)
+    is remembered per (root, st_dev of root), so a remount of another filesystem there, which
+    changes st_dev, is looked up again."""
+    try:
+        mkey = (os.path.realpath(root), os.stat(root).st_dev)
+    except OSError:
+        mkey = None
+    with _guard:
+        hit = _mounts.get(mkey) if mkey else None
+    if hit is None:
+        hit = mount_of(root)
+        if mkey:
+            with _guard:
+                _mounts[mkey] = hit
+    mp, fstype, source = hit
     key = (mp, fstype, source, os.environ.get(ENV_TRUSTED))
     with _guard:
         if key not in _checked:
@@ -223,5 +239,6 @@ def reset_cache() -> None:
     """Forget the per-mount decisions (tests, or after remounting)."""
     with _guard:
         _checked.clear()
+        _mounts.clear()
 
 

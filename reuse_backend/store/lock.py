@@ -83,22 +83,33 @@ def read_lock(path) -> tuple[dict | None, os.stat_result | None]:
     return owner, st
 
 
-def judge(owner: dict | None, st: os.stat_result, default_lease_s: float) -> str | None:
-    """Why this lock is stale ("dead owner ...", "heartbeat ..."), or None when it is live."""
+def _own_lock(owner: dict) -> str | None:
+    pid = owner["pid"]
+    if owner.get("pid_start") == pid_start(pid) and owner.get("run_id") not in _ACTIVE:
+        return f"owner is this process (pid {pid}) and no longer holds run {owner.get('run_id')}"
+    return None
+
+
+def judge(owner: dict | None, st: os.stat_result, default_lease_s: float, *, own=_own_lock,
+          who: str = "owner") -> str | None:
+    """Why this lock (or reader lease, readers.py: ``own``/``who``) is stale ("dead owner ...",
+    "heartbeat ..."), or None when it is live. ``own(owner)`` judges a record naming this very
+    process (does it still hold it?)."""
     # Death is provable only on this host and in this pid namespace (containers sharing a
     # host name, e.g. with host networking, have their own pids); elsewhere only the lease.
     if owner is not None and owner.get("host") == hostname() and isinstance(owner.get("pid"), int) \
             and owner.get("pid_ns") == pid_namespace():
         pid = owner["pid"]
         if pid == os.getpid():
-            if owner.get("pid_start") == pid_start(pid) and owner.get("run_id") not in _ACTIVE:
-                return f"owner is this process (pid {pid}) and no longer holds run {owner.get('run_id')}"
+            reason = own(owner)
+            if reason:
+                return reason
         elif not pid_alive(pid):
-            return f"owner pid {pid} on this host is gone"
+            return f"{who} pid {pid} on this host is gone"
         else:
             rec, now = owner.get("pid_start"), pid_start(pid)
             if rec is not None and now is not None and rec != now:
-                return f"owner pid {pid} was reused by another process"
+                return f"{who} pid {pid} was reused by another process"
     lease = owner.get("lease_s") if owner else None
     if not isinstance(lease, (int, float)) or isinstance(lease, bool) or lease <= 0:
         lease = default_lease_s

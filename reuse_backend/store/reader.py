@@ -27,6 +27,7 @@ import time
 
 from ..errors import CorruptCacheError, NoCommittedCacheError, TransactionError
 from ..storage import fsops, serialize, skeleton
+from ..storage.pinned_file import open_pinned
 from . import manifest as mf
 
 log = logging.getLogger("seedreuse")
@@ -272,20 +273,12 @@ class Snapshot:
         return self._fds[fname]
 
     def open_file(self, fname: str):
-        """An independent read-only binary file object on one file of this version."""
+        """An independent read-only binary file object on one file of this version: reads go
+        through the pinned fd with pread at the object's own offset (no second open, which on
+        a network filesystem is a server round trip and could resolve the name to a newer
+        file). Valid until this snapshot is closed."""
         fd = self._fd(fname)
-        try:   # a new open file description (own offset), valid even if the name was removed
-            new = os.open(f"/proc/self/fd/{fd}", os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
-        except OSError:
-            try:
-                new = os.open(fname, fsops.O_READ, dir_fd=self._dfd)
-            except FileNotFoundError:
-                raise corrupt(self.name, f"{fname} vanished while in use") from None
-        a, b = os.fstat(fd), os.fstat(new)
-        if (a.st_dev, a.st_ino) != (b.st_dev, b.st_ino):
-            os.close(new)
-            raise corrupt(self.name, f"{fname} was replaced while in use")
-        return os.fdopen(new, "rb")
+        return open_pinned(fd, lambda: self._fds.get(fname) == fd)
 
     def file_hash_ok(self, fname: str) -> bool:
         return sha256_fd(self._fd(fname)) == self.manifest["files"][fname]["sha256"]
@@ -329,6 +322,11 @@ class Snapshot:
                                         actual=f"boundaries {self.boundary_indices()}",
                                         fix="reuse fewer prefix segments, or rerun without reuse")
         return self._load(e["file"], verify)
+
+    def load_file_value(self, fname: str, *, verify: bool | None = None):
+        """A value file of this version that is neither a slot nor a boundary (e.g. a kept
+        take's boundary); the same bounds and validation as load_boundary."""
+        return self._load(fname, verify)
 
     def verify_hashes(self) -> list[str]:
         """Problems (one line each) for files whose content does not match the manifest."""

@@ -13,6 +13,8 @@ crash at most these states exist, and each has one safe repair:
   owner's staging (fencing; see transaction.py). A directory that cannot be deleted yet (the
   stale writer is still creating files in it) is left for the next recovery.
 * stray ``<name>.lock.new-*`` / ``.broken.*`` files of crashed lock attempts.
+* ``.evicting/<name>.*``: a version of this cache an eviction moved out of the namespace and
+  did not finish deleting (evict.py); and stale reader leases of the cache (readers.py).
 """
 from __future__ import annotations
 
@@ -22,6 +24,7 @@ import os
 import uuid
 
 from ..storage import fsops
+from . import readers, rootdirs
 from .lock import stray_lock_files
 
 log = logging.getLogger("seedreuse")
@@ -79,6 +82,10 @@ def recover_locked(root, name: str, paths) -> list[str]:
     for f in stray_lock_files(root, name):
         fsops.unlink(f, missing_ok=True)
         done.append(f"removed stray lock file {f.name}")
+    # a half-deleted eviction of this cache (out of the namespace already) and stale reader
+    # leases of it: garbage that anyone may remove (rootdirs.py, readers.py)
+    done += rootdirs.finish_evictions(root, name)
+    done += readers.remove_stale(root, name)
     return done
 
 

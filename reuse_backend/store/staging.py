@@ -91,10 +91,11 @@ class StagingDir:
                     pass        # staging is removed as a whole by discard/recovery
         return {"bytes": size, "sha256": digest}
 
-    def link_from(self, fname: str, src_dir_fd: int) -> int:
-        """Hard-link (or copy) ``fname`` of the version open at ``src_dir_fd``; returns its size."""
+    def link_from(self, fname: str, src_dir_fd: int, src: str | None = None) -> int:
+        """Hard-link (or copy) ``src`` (default ``fname``) of the version open at ``src_dir_fd``
+        as ``fname``; returns its size."""
         self.drop(fname)
-        fsops.link_or_copy(fname, self.file(fname), src_dir_fd=src_dir_fd)
+        fsops.link_or_copy(src or fname, self.file(fname), src_dir_fd=src_dir_fd)
         return os.lstat(self.file(fname)).st_size
 
     def record(self, fname: str) -> dict:

@@ -24,18 +24,16 @@ never a mix.
 from __future__ import annotations
 
 import contextlib
-import errno
 import json
 import logging
 import os
-import shutil
 import time
 import uuid
 from pathlib import Path
 
 from ..errors import NoCommittedCacheError, StorageFullError, TransactionError
 from ..storage import fsops
-from . import manifest as mf
+from . import evict, manifest as mf
 from . import roots
 from .lock import WriterLock
 from .reader import Snapshot, corrupt
@@ -45,25 +43,13 @@ from .staging import StagingDir
 log = logging.getLogger("seedreuse")
 
 
-def _is_full(exc: BaseException) -> bool:
-    return isinstance(exc, OSError) and exc.errno in (errno.ENOSPC, getattr(errno, "EDQUOT", errno.ENOSPC))
+_is_full = evict.is_full      # ENOSPC / EDQUOT
 
 
 def storage_full(cache, exc: OSError, during: str) -> StorageFullError:
-    """ENOSPC/EDQUOT as a typed error: the root, its free space, what was being written, the fix.
-    The committed version is untouched (nothing of a failed run is ever published)."""
-    try:
-        usage = shutil.disk_usage(cache.root)
-        free = f"{usage.free} bytes free of {usage.total}"
-    except OSError:
-        free = "free space unknown"
-    return StorageFullError(
-        f"the cache root {cache.root} is full: cannot {during} for cache '{cache.name}' ({exc.strerror}); "
-        "the last good version of the cache is untouched",
-        expected="free space on the cache root", actual=free,
-        fix=f"free space on {cache.root} (python -m reuse_backend --root {cache.root} list shows the caches; "
-            "clear NAME --yes removes one) or point SEEDREUSE_CACHE_ROOT at a larger disk, then rerun",
-        details={"root": str(cache.root), "cache": cache.name, "errno": exc.errno})
+    """ENOSPC/EDQUOT as a typed error naming the root, its size, free space, budget and the fix
+    (evict.py); the committed version is untouched (nothing of a failed run is published)."""
+    return evict.storage_full(cache, exc, during)
 
 
 class Transaction:
@@ -87,9 +73,8 @@ class Transaction:
         self.staging_id, self.staging = self._dir.id, self._dir.path
 
     def _misuse(self, what: str) -> TransactionError:
-        return TransactionError(f"transaction of cache '{self.cache.name}' is {self.state}: "
-                                f"cannot {what}", expected="an open transaction", actual=self.state,
-                                fix="begin() a new transaction for the next run")
+        return TransactionError(f"transaction of cache '{self.cache.name}' is {self.state}: cannot {what}",
+                                expected="an open transaction", actual=self.state, fix="begin() a new transaction")
 
     def _create_staging(self) -> None:
         self._dir.create({"run_id": self.run.run_id, "host": self.run.host, "pid": self.run.pid})
@@ -147,7 +132,8 @@ class Transaction:
     def _write_value(self, fname: str, value) -> dict:
         self._files.pop(fname, None)
         try:
-            entry = self._dir.write_value(fname, value)
+            # ENOSPC: evict what the budget allows, retry once (evict.py)
+            entry = evict.retry_when_full(self.cache, lambda: self._dir.write_value(fname, value))
         except OSError as e:          # ENOENT: our staging was moved away (fenced); ENOSPC
             err = self.explain(e, f"write {fname}")
             if err is e:
@@ -156,17 +142,18 @@ class Transaction:
         self._files[fname] = entry
         return entry
 
-    def _carry(self, fname: str) -> None:
+    def _carry(self, fname: str, src: str | None = None) -> None:
+        """Hard-link the base version's file ``src`` (default: the same name) as ``fname``."""
         if self.base is None:
             raise NoCommittedCacheError(
                 f"cache '{self.cache.name}' has no committed version to carry '{fname}' from",
-                expected="a committed base version", actual="none",
-                fix="run without reuse first")
-        entry = dict(self.base.manifest["files"][fname])
-        self.base._fd(fname)
+                expected="a committed base version", actual="none", fix="run without reuse first")
+        src = src or fname
+        entry = dict(self.base.manifest["files"][src])
+        self.base._fd(src)
         self._files.pop(fname, None)
         try:
-            size = self._dir.link_from(fname, self.base._dfd)
+            size = self._dir.link_from(fname, self.base._dfd, src)
         except FileNotFoundError as e:
             raise self.explain(e, f"carry {fname}") from e
         if size != entry["bytes"]:
@@ -208,26 +195,28 @@ class Transaction:
         self._boundaries[idx] = {"file": mf.boundary_file(i), "meta": meta}
         return entry
 
-    def carry_boundary(self, i: int) -> None:
+    def carry_boundary(self, i: int, src: str | None = None, meta: dict | None = None) -> None:
+        """Keep boundary ``i`` of the base version, or (``src``) make the base's plain value
+        file ``src`` (e.g. a kept take's boundary) boundary ``i`` of the new version."""
         self._fence("carry a boundary")
         idx = self._boundary_index(i)
-        e = self.base.manifest["boundaries"].get(idx) if self.base is not None else None
-        if e is None and self.base is not None:
-            raise NoCommittedCacheError(f"cache '{self.cache.name}' has no boundary {i} to carry",
-                                        expected=f"boundary {i}", actual=self.base.boundary_indices(),
-                                        fix="reuse fewer prefix segments")
-        self._carry(mf.boundary_file(i))
+        e = self.base.manifest["boundaries"].get(idx) if self.base is not None and src is None else \
+            {"file": mf.boundary_file(i), "meta": jsonable(meta or {}, "boundary meta")}
+        if self.base is not None and (e is None or src is not None and not self.base.has_file(src)):
+            raise NoCommittedCacheError(f"cache '{self.cache.name}' has no boundary {i} to carry", expected=f"boundary "
+                                        f"{i}", actual=self.base.boundary_indices(), fix="reuse fewer prefix segments")
+        self._carry(mf.boundary_file(i), src)
         self._boundaries[idx] = json.loads(json.dumps(e))
 
-    def carry_file(self, fname: str) -> None:
-        """Keep a plain file (e.g. result.mp4) of the base version."""
+    def carry_file(self, fname: str, src: str | None = None) -> None:
+        """Keep a plain file (e.g. result.mp4) of the base version (``src``: under another name)."""
         self._fence("carry a file")
         roots.validate_file_name(fname)
-        if self.base is not None and not self.base.has_file(fname):
-            raise NoCommittedCacheError(f"cache '{self.cache.name}' has no file '{fname}' to carry",
-                                        expected=fname, actual=sorted(self.base.manifest["files"]),
+        if self.base is not None and not self.base.has_file(src or fname):
+            raise NoCommittedCacheError(f"cache '{self.cache.name}' has no file '{src or fname}' to carry",
+                                        expected=src or fname, actual=sorted(self.base.manifest["files"]),
                                         fix="produce the file in this run")
-        self._carry(fname)
+        self._carry(fname, src)
 
     def stage_path(self, fname: str) -> str:
         """A fresh path inside staging for the caller to write; then call add_file(fname)."""
@@ -294,7 +283,8 @@ class Transaction:
             data = mf.dumps(m)
             # Invariant 2: the manifest is written last, atomically (temp + fsync + rename + fsync).
             try:
-                fsops.write_file_atomic(self._path(mf.MANIFEST), data, self.cache.file_mode)
+                evict.retry_when_full(self.cache, lambda: fsops.write_file_atomic(
+                    self._path(mf.MANIFEST), data, self.cache.file_mode))
             except OSError as e:
                 err = self.explain(e, "write the manifest")
                 if err is e:
@@ -348,6 +338,7 @@ class Transaction:
                 log.warning("cache '%s' committed; cleanup failed (recovery finishes it): %s",
                             self.cache.name, e)
         self._finish()
+        evict.after_commit(self.cache)   # the size budget; never raises, never undoes this commit
         return self.version
 
     def _remove_old(self, prev_id) -> None:

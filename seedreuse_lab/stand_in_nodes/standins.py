@@ -26,7 +26,7 @@ _COUNTS: Counter = Counter()
 _COUNTS_LOCK = threading.Lock()
 
 COUNTER_NAMES = ("text_loader", "text_encode", "clip_vision_loader", "clip_vision_encode",
-                 "audio_loader", "audio_encode", "sine_audio", "fail", "slow", "inspect")
+                 "audio_loader", "audio_encode", "sine_audio", "fail", "slow", "inspect", "sink")
 
 
 def count(name: str) -> None:
@@ -403,8 +403,30 @@ class SeedReuseTestInspect(io.ComfyNode):
         return io.NodeOutput(ui={"inspect": [{"label": label, "value": describe(value)}]})
 
 
+class SeedReuseTestSink(io.ComfyNode):
+    """Output node that only takes a value (so ComfyUI evaluates it) and does nothing with it: a
+    consumer that costs nothing, for benchmarks (SeedReuseTestInspect hashes every tensor)."""
+
+    @classmethod
+    def define_schema(cls):
+        return io.Schema(
+            node_id="SeedReuseTestSink",
+            display_name="SeedReuse Test: Sink",
+            category="SeedReuse/test",
+            inputs=[io.AnyType.Input("value")],
+            outputs=[],
+            is_output_node=True,
+        )
+
+    @classmethod
+    def execute(cls, value):
+        count("sink")
+        return io.NodeOutput()
+
+
 NODES = [
     SeedReuseTestInspect,
+    SeedReuseTestSink,
     SeedReuseTestTextEncoderLoader,
     SeedReuseTestTextEncode,
     SeedReuseTestClipVisionLoader,

@@ -10,8 +10,8 @@ Writes, for each example NAME:
 
 Node inputs, outputs and widget order come from the host's /object_info (a ComfyUI with the
 SeedReuse pack loaded), so the files match the node schemas exactly; tests/test_examples.py
-checks that they still do. LoadAudio (comfy_extras/nodes_audio.py) needs torchaudio, which the
-test host lacks, so its schema is written out below.
+checks that they still do. LoadAudio (comfy_extras/nodes_audio.py) needs torchaudio; for a host
+without it (scripts/setup.sh installs it) its schema is written out below.
 
 Only the standard library and Pillow (for the thumbnail) are needed.
 """
@@ -30,7 +30,7 @@ COMFY_VERSION = "0.3.75"
 PACK_CNR_ID = "comfyui-seedreuse"
 PACK_VERSION = "0.1.0"
 
-# Schemas of nodes that are standard in ComfyUI 0.3.75 but absent from the test host.
+# Schemas of nodes that are standard in ComfyUI 0.3.75 but absent from a host without torchaudio.
 FALLBACK_SCHEMAS = {
     "LoadAudio": {
         "input": {"required": {"audio": [[], {"audio_upload": True}]}},
@@ -51,6 +51,11 @@ MODELS = {
 }
 
 WIDGET_TYPES = {"INT", "FLOAT", "STRING", "BOOLEAN", "COMBO"}
+# the view a workflow opens with: scale, and where on the screen the note's corner is
+VIEW_SCALE, VIEW_AT = 0.8, (80.0, 150.0)
+NOTE_POS, NOTE_SIZE = (0, -580), (1160, 210)   # above the graph (the session's group starts at -330)
+# input files: ComfyUI ships input/example.png; speech.wav is example_workflows/inputs/speech.wav
+IMAGE_FILE, AUDIO_FILE = "example.png", "speech.wav"
 # palette of the ComfyUI canvas ("Colors" menu)
 GREEN, RED, CYAN, YELLOW = ("#232", "#353"), ("#322", "#533"), ("#233", "#355"), ("#432", "#653")
 
@@ -222,6 +227,14 @@ class Workflow:
                             "color": color, "font_size": 24, "flags": {}})
 
     # ------------------------------------------------------------------ output
+    def initial_view(self) -> dict:
+        """The canvas view the workflow opens with (extra.ds): readable (LiteGraph draws titles
+        and widget text from 0.6 on) with the note's top-left corner near the top-left of the
+        screen, so the note and the first nodes are in view on a 1280x800 window."""
+        x, y = self.notes[0]["pos"] if self.notes else (0.0, 0.0)
+        return {"scale": VIEW_SCALE, "offset": [round(VIEW_AT[0] / VIEW_SCALE - x, 1),
+                                                round(VIEW_AT[1] / VIEW_SCALE - y, 1)]}
+
     def _order(self) -> dict[int, int]:
         deps = {n.id: {lk[1] for lk in self.links if lk[3] == n.id} for n in self.nodes}
         order, done = {}, set()
@@ -269,7 +282,7 @@ class Workflow:
             "links": self.links,
             "groups": self.groups,
             "config": {},
-            "extra": {"ds": {"scale": 0.55, "offset": [60.0, 120.0]}, "frontendVersion": FRONTEND_VERSION},
+            "extra": {"ds": self.initial_view(), "frontendVersion": FRONTEND_VERSION},
             "version": 0.4,
         }
 
@@ -318,7 +331,7 @@ def _encoders(wf, *, clip_vision: bool, positive: str):
     out = {"clip": clip, "pos": pos, "neg": neg}
     if clip_vision:
         cvl = wf.add("CLIPVisionLoader", (0, 460), clip_name="clip_vision_h.safetensors")
-        img = wf.add("LoadImage", (0, 580), title="Reference image", image="reference.png")
+        img = wf.add("LoadImage", (0, 580), title="Reference image", image=IMAGE_FILE)
         cve = wf.add("CLIPVisionEncode", (380, 480), crop="none")
         wf.link(cvl, 0, cve, "clip_vision")
         wf.link(img, 0, cve, "image")
@@ -337,7 +350,7 @@ def _text_and_vision_slots(wf, sess, enc, clip_vision: bool):
         slots.append(("ClipVision", (860, 480), "clip_vision", enc["cve"]))
     out = []
     for variant, pos, slot, src in slots:
-        r = _reuse(wf, variant, pos, slot, f"Encode or Reuse: {slot}")
+        r = _reuse(wf, variant, pos, slot, f"Encode or Reuse ({slot})")
         wf.link(sess, 0, r, "session")
         wf.link(src, 0, r, "value")
         out.append(r)
@@ -376,7 +389,7 @@ def build_t2v(info) -> Workflow:
     _encoder_group(wf, enc)
     wf.group("SeedReuse", [sess, rpos, rneg], "#8A8")
     wf.group("Sampling (runs every time)", [unet, msd, ks, lat], "#a1309b")
-    wf.note(T2V_NOTE, (0, -720), (820, 560), title="SeedReuse: encoder reuse (Wan 2.1 T2V)")
+    wf.note(T2V_NOTE, NOTE_POS, NOTE_SIZE, title="SeedReuse: encoder reuse (Wan 2.1 T2V)")
     return wf
 
 
@@ -395,7 +408,7 @@ def build_i2v(info) -> Workflow:
     outer = []
     for k, (variant, slot, y) in enumerate((("Conditioning", "i2v_positive", 0), ("Conditioning", "i2v_negative", 220),
                                             ("Latent", "i2v_latent", 440))):
-        r = _reuse(wf, variant, (1680, y), slot, f"Encode or Reuse: {slot}")
+        r = _reuse(wf, variant, (1680, y), slot, f"Encode or Reuse ({slot})")
         wf.link(sess, 0, r, "session")
         wf.link(i2v, k, r, "value")
         outer.append(r)
@@ -420,7 +433,7 @@ def build_i2v(info) -> Workflow:
     wf.group("SeedReuse: text and CLIP vision", [sess, rpos, rneg, rcv], "#8A8")
     wf.group("SeedReuse: WanImageToVideo outputs", outer, "#8A8")
     wf.group("Sampling (runs every time)", [unet, msd, ks], "#a1309b")
-    wf.note(I2V_NOTE, (0, -720), (820, 560), title="SeedReuse: encoder reuse (Wan 2.1 I2V)")
+    wf.note(I2V_NOTE, NOTE_POS, NOTE_SIZE, title="SeedReuse: encoder reuse (Wan 2.1 I2V)")
     return wf
 
 
@@ -429,7 +442,7 @@ def build_segments(info) -> Workflow:
     enc = _encoders(wf, clip_vision=True, positive=TALK_POSITIVE)
     sess = _session(wf, "wan21-i2v-long")
     rpos, rneg, rcv = _text_and_vision_slots(wf, sess, enc, clip_vision=True)
-    audio = wf.add("LoadAudio", (860, 700), title="Audio (sets the video length)", audio="speech.wav",
+    audio = wf.add("LoadAudio", (860, 700), title="Audio (sets the video length)", audio=AUDIO_FILE,
                    size=(340, 140))
     vae = wf.add("VAELoader", (860, 880), vae_name="wan_2.1_vae.safetensors")
     start = wf.add("SeedReuseSegmentLoopStart", (1260, 520), color=CYAN, size=(380, 380),
@@ -474,7 +487,7 @@ def build_segments(info) -> Workflow:
     _encoder_group(wf, enc)
     wf.group("SeedReuse: encoder reuse", [sess, rpos, rneg, rcv], "#8A8")
     wf.group("One segment (the loop runs this body once per segment)", [i2v, ks, dec, bsave], "#a1309b")
-    wf.note(SEG_NOTE, (0, -720), (820, 560), title="SeedReuse: segment reuse (Wan 2.1 I2V, long video)")
+    wf.note(SEG_NOTE, NOTE_POS, NOTE_SIZE, title="SeedReuse: segment reuse (Wan 2.1 I2V, long video)")
     return wf
 
 
@@ -523,6 +536,9 @@ segment on the Start node's timeline): the next run keeps segments 0..N-1 of the
 video (P(N) = N*(F-M)+M frames, stream-copied) and generates from segment N on, starting
 from the exact cached boundary. Everything except the seed must stay the same;
 N must be smaller than the segment count. Text and CLIP vision are reused as well.
+
+Inputs: `example.png` ships with ComfyUI; `speech.wav` is a short test track in the pack's
+`example_workflows/inputs/` (copy it to ComfyUI's `input/` folder, or load your own audio).
 """
 
 BUILDERS = {"wan21_t2v_encoder_reuse": build_t2v, "wan21_i2v_encoder_reuse": build_i2v,

@@ -7,9 +7,10 @@ Each example is the test graph of tests/families (seedreuse_lab/family_graphs.py
 the user's graph by ``family_graphs.to_stock`` (stock loaders and encoders, real model file
 names, full-size settings), then laid out as the LiteGraph JSON the ComfyUI canvas saves
 (nodes with inputs/outputs/widgets_values, links, version 0.4). Node specs come from the
-host's /object_info; the nodes that ComfyUI 0.3.75 lacks or cannot import without torchaudio
-(WanInfiniteTalkToVideo, AudioEncoderLoader, AudioEncoderEncode, LoadAudio) use the specs of
-newer ComfyUI in NEWER_NODES (as in the official video_wan2_1_infinitetalk.json template).
+host's /object_info; WanInfiniteTalkToVideo (missing on 0.3.75) uses the spec of newer ComfyUI in
+NEWER_NODES (as in the official video_wan2_1_infinitetalk.json template), and so do
+AudioEncoderLoader, AudioEncoderEncode and LoadAudio on a host without torchaudio (scripts/setup.sh
+installs it, so the test host has their real specs).
 tests/families/test_examples.py rebuilds them from a live worker and compares with the files.
 """
 from __future__ import annotations
@@ -28,7 +29,7 @@ REPO = Path(__file__).resolve().parents[2]
 OUT = REPO / "example_workflows"
 WIDGET_TYPES = {"INT", "FLOAT", "STRING", "BOOLEAN", "COMBO", "COMFY_DYNAMICCOMBO_V3"}
 
-# newer ComfyUI's specs (object_info format) of the nodes 0.3.75 lacks or cannot import here
+# newer ComfyUI's specs (object_info format) of the nodes 0.3.75 lacks or, without torchaudio, cannot import
 NEWER_NODES = {
     "WanInfiniteTalkToVideo": {   # mode is a DynamicCombo there (single_speaker: no extra inputs)
         "input": {"required": {
@@ -122,7 +123,8 @@ def example_graphs() -> dict[str, tuple[dict, str]]:
         "## InfiniteTalk long video with Segment Reuse\n\n"
         "Needs a ComfyUI with WanInfiniteTalkToVideo and ModelPatchLoader (InfiniteTalk support). Pick the Wan 2.1 "
         "I2V 14B model, `wan2.1_infiniteTalk_single_*` (model_patches), `wav2vec2-*` (audio_encoders), `umt5_xxl_*`, "
-        "`clip_vision_h`, the Wan 2.1 VAE, a reference image and the speech.\n\n"
+        "`clip_vision_h`, the Wan 2.1 VAE, a reference image and the speech (`speech.wav` is a 10 s test track "
+        "in the pack's `example_workflows/inputs/`: copy it to ComfyUI's `input/` folder, or load your own).\n\n"
         "The audio encoder runs **once, outside the loop**, on the whole track; its output goes through "
         "**Encode or Reuse** (slot `audio_features`) into Segment Loop Start's `audio_features`. The loop makes "
         "segments of 81 frames joined by 9 motion frames until the audio ends; each segment's "
@@ -173,6 +175,19 @@ MODEL_URLS = {   # file -> (folder, url), as the official templates list them
     "wav2vec2-chinese-base_fp16.safetensors":
         ("audio_encoders", f"{_HF}/Kijai/wav2vec2_safetensors/resolve/main/wav2vec2-chinese-base_fp16.safetensors"),
 }
+# The view a workflow opens with (extra.ds): readable (LiteGraph draws titles and widget text from
+# 0.6 on), the note's corner near the screen's top-left, the note and the first nodes in view on a
+# 1280x800 window.
+VIEW_SCALE, VIEW_AT = 0.8, (80.0, 150.0)
+NOTE_WIDTH, NOTE_GAP = 1160.0, 60.0   # the note sits above the first nodes, as tall as its text
+
+
+def note_box(note: str) -> tuple[tuple[float, float], tuple[float, float]]:
+    """(pos, size) of the note: its height estimated from the text (about 190 characters a line)."""
+    paragraphs = [p for p in note.split("\n\n") if p.strip()]
+    lines = sum(-(-len(p) // 190) for p in paragraphs)
+    h = float(min(520, 70 + 17 * lines + 12 * len(paragraphs)))
+    return (0.0, -(h + NOTE_GAP)), (NOTE_WIDTH, h)
 # palette of the ComfyUI canvas: (color, bgcolor)
 GREEN, RED, CYAN, YELLOW = ("#232", "#353"), ("#322", "#533"), ("#233", "#355"), ("#432", "#653")
 
@@ -299,6 +314,8 @@ def to_ui(name: str, prompt: dict, note: str, object_info: dict) -> dict:
                 links.append([lid, int(src[0]), src[1], int(nid), i, out["type"]])
             inputs.append(slot)
         title = (node.get("_meta") or {}).get("title")
+        if ct.startswith("SeedReuse") and not ct.startswith("SeedReuseEncode"):
+            title = None   # the node's own display name, as in every other example
         core = not ct.startswith("SeedReuse")
         props = {"cnr_id": "comfy-core" if core else PACK_CNR_ID, "ver": COMFY_VERSION if core else PACK_VERSION,
                  "Node name for S&R": ct}
@@ -330,7 +347,8 @@ def to_ui(name: str, prompt: dict, note: str, object_info: dict) -> dict:
         nodes[nid]["order"] = order
         col_y[d] = y + nodes[nid]["size"][1] + 50.0
     next_id = max(int(n) for n in ids) + 1
-    note_node = {"id": next_id, "type": "MarkdownNote", "pos": [0.0, -520.0], "size": [900.0, 460.0], "flags": {},
+    note_pos, note_size = note_box(note)
+    note_node = {"id": next_id, "type": "MarkdownNote", "pos": list(note_pos), "size": list(note_size), "flags": {},
                  "order": len(ids), "mode": 0, "inputs": [], "outputs": [], "title": "How to use",
                  "properties": {}, "widgets_values": [note], "color": YELLOW[0], "bgcolor": YELLOW[1]}
     out_nodes = [nodes[n] for n in ids] + [note_node]
@@ -339,7 +357,9 @@ def to_ui(name: str, prompt: dict, note: str, object_info: dict) -> dict:
         "id": str(uuid.uuid5(uuid.NAMESPACE_URL, f"seedreuse/example_workflows/{name}")),
         "revision": 0, "last_node_id": next_id, "last_link_id": len(links),
         "nodes": out_nodes, "links": links, "groups": [], "config": {},
-        "extra": {"ds": {"scale": 0.5, "offset": [80.0, 620.0]}, "frontendVersion": FRONTEND_VERSION},
+        "extra": {"ds": {"scale": VIEW_SCALE, "offset": [round(VIEW_AT[0] / VIEW_SCALE - note_pos[0], 1),
+                                                         round(VIEW_AT[1] / VIEW_SCALE - note_pos[1], 1)]},
+                  "frontendVersion": FRONTEND_VERSION},
         "version": 0.4,
     }
 

@@ -108,7 +108,11 @@ def normalized(m: dict | None) -> dict | None:
 
 
 def entries(root) -> list[str]:
-    return sorted(os.listdir(root))
+    """The root's entries; an empty ``.readers`` folder (kept between snapshots) is left out."""
+    def kept(e):
+        p = os.path.join(root, e)
+        return not (e == ".readers" and os.path.isdir(p) and not os.listdir(p))
+    return sorted(e for e in os.listdir(root) if kept(e))
 
 
 class OpHook:

@@ -70,6 +70,7 @@ def test_mount_of_finds_the_longest_mount_point(tmp_path):
 def test_refused_filesystems(tmp_path, monkeypatch, fstype, word):
     write_version(Cache(tmp_path, "c"), 1)
     monkeypatch.setattr(fsys, "mount_of", lambda path: ("/mnt/x", fstype, "server:/vol"))
+    fsys.reset_cache()      # the write above remembered the real mount of tmp_path
     with pytest.raises(UnsupportedFilesystemError, match=word) as ei:
         Cache(tmp_path, "c").begin()
     assert ei.value.details["filesystem"] == fstype and ei.value.fix

@@ -10,6 +10,8 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import subprocess
+import sys
 import urllib.request
 from pathlib import Path
 
@@ -21,6 +23,11 @@ CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-
                  "--disable-background-networking", "--disable-component-update", "--disable-sync",
                  "--disable-dev-shm-usage"]
 ARTIFACTS = host.REPO_ROOT / "test-artifacts"
+# The newest ComfyUI frontend the badges are checked on besides the host's own (1.32.9 for
+# ComfyUI 0.3.75): pinned in newest-frontend.txt (also read by `scripts/setup.sh --with-browser`),
+# installed with pip --target under .cache/frontend/<version>/ and served with --front-end-root.
+NEWEST_FRONTEND_PIN = Path(__file__).with_name("newest-frontend.txt")
+FRONTEND_CACHE = host.REPO_ROOT / ".cache" / "frontend"
 
 # Settings written for the worker's default user before the page opens: no first-run
 # template browser over the canvas, no nag dialogs.
@@ -85,3 +92,69 @@ def ui_worker(module_workers):
 def artifacts_dir() -> Path:
     ARTIFACTS.mkdir(exist_ok=True)
     return ARTIFACTS
+
+
+def newest_frontend_spec() -> tuple[str, str]:
+    """(pip requirement, version) of the newest frontend, from newest-frontend.txt."""
+    for line in NEWEST_FRONTEND_PIN.read_text().splitlines():
+        line = line.split("#", 1)[0].strip()
+        if line:
+            return line, line.split("==", 1)[1]
+    raise AssertionError(f"{NEWEST_FRONTEND_PIN} names no comfyui-frontend-package==<version>")
+
+
+def newest_frontend_static() -> Path:
+    """The static folder of the newest frontend: installed once (pip --target, from the
+    configured index) into .cache/frontend/<version>/, then reused. The test FAILS with pip's
+    message when it cannot be installed."""
+    spec, version = newest_frontend_spec()
+    target = FRONTEND_CACHE / version
+    static = target / "comfyui_frontend_package" / "static"
+    if (static / "index.html").is_file():
+        return static
+    tmp = FRONTEND_CACHE / f".{version}.partial"
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir(parents=True)
+    cmd = [sys.executable, "-m", "pip", "install", "--no-deps", "--disable-pip-version-check", "-q",
+           "--target", str(tmp), spec]
+    try:
+        r = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+    except subprocess.TimeoutExpired:
+        pytest.fail(f"installing {spec} took over 600 s: {' '.join(cmd)}", pytrace=False)
+    if r.returncode != 0 or not (tmp / "comfyui_frontend_package" / "static" / "index.html").is_file():
+        pytest.fail(f"could not install {spec} for the browser test ({' '.join(cmd)}):\n{r.stdout}{r.stderr}"
+                    "\nRun `bash scripts/setup.sh --with-browser` where the package index is reachable.",
+                    pytrace=False)
+    shutil.rmtree(target, ignore_errors=True)
+    tmp.rename(target)
+    return static
+
+
+def post_settings(worker, settings: dict) -> None:
+    """Writes UI settings for the worker's default user (read by the page when it opens)."""
+    req = urllib.request.Request(worker.url + "/settings", data=json.dumps(settings).encode(), method="POST",
+                                 headers={"Content-Type": "application/json"})
+    with urllib.request.urlopen(req, timeout=30) as r:
+        assert r.status == 200
+
+
+@pytest.fixture(scope="session")
+def newest_frontend() -> tuple[str, Path]:
+    """(version, static folder) of the newest frontend (installed on first use)."""
+    return newest_frontend_spec()[1], newest_frontend_static()
+
+
+@pytest.fixture(scope="session")
+def write_ui_settings():
+    """write_ui_settings(worker, **extra): the UI settings above plus `extra`, for the worker's user."""
+    def write(worker, extra: dict | None = None) -> None:
+        post_settings(worker, {**UI_SETTINGS, **(extra or {})})
+    return write
+
+
+@pytest.fixture
+def browser_artifacts() -> Path:
+    """test-artifacts/browser/: the screenshots of the browser tests."""
+    d = ARTIFACTS / "browser"
+    d.mkdir(parents=True, exist_ok=True)
+    return d

@@ -17,9 +17,11 @@ Chromium, driven by Playwright, opens it and:
    POST /seedreuse/check, no graph signature), and that the badges show the structured
    error fields (message, fix) of the dry run and of a refused /seedreuse/check.
 
-The badges are drawn on the canvas, so the test reads what they say from the extension's
-registry (window.__seedreuse.badge(id)); the timeline is real DOM and is clicked as such.
-Screenshots go to test-artifacts/.
+The badges are node.badges entries (drawn on the canvas in LiteGraph mode); this test reads what
+they say from the extension's registry (window.__seedreuse.badge(id)) and checks that the node's
+badge entries say the same; the timeline is real DOM and is clicked as such. test_frontends.py
+checks the badges as the frontends show them (both renderers, the host's and the newest
+frontend). Screenshots go to test-artifacts/.
 """
 from __future__ import annotations
 
@@ -232,7 +234,7 @@ def test_extension_loads_once_without_console_errors(ui):
                  "typeof window.__seedreuse.clickSegment === 'function'")
     css = ui.js("() => !!document.getElementById('seedreuse-style')")
     assert css
-    # the styles are one stylesheet (a <link> to seedreuse.css) whose palette the canvas reads
+    # the styles are one stylesheet (a <link> to seedreuse.css) whose palette the badges read
     href = ui.js("() => document.getElementById('seedreuse-style').href")
     assert href.split("?")[0].endswith(EXT_BASE + "seedreuse.css"), href
     ui.wait_js("() => getComputedStyle(document.documentElement).getPropertyValue('--seedreuse-fail-bg').trim() "
@@ -277,6 +279,9 @@ def test_badges_encode_then_reuse_and_error_toast(ui, ready_worker, artifacts_di
     ui.queue()
     text = ui.wait_badge(enc, "t.startsWith('reused')", timeout=120)
     assert "saved" in text, text
+    # what the frontend shows: the node's own badge entries in node.badges (beside the host's)
+    shown = [b["text"] for b in ui.js("(id) => window.__seedreuse.nodeBadges(id)", enc) if b["ours"] and b["text"]]
+    assert shown and shown[0] == _short(text, 44), (shown, text)
     assert ready_worker.counts()["text_encode"] == 1, "the encoder ran although the badge said reused"
     slot_events = ui.js("() => window.__seedreuse.events.filter((e) => e.type === 'seedreuse.slot')"
                         ".map((e) => e.data.action)")

@@ -1,7 +1,8 @@
 """Fixtures of the support-matrix tests: one pair of real ComfyUI workers for the whole package.
 
 The family models (seedreuse_lab/family_models.py) are generated once per generator version
-(~2.2 GB: the Wan 2.2 VAE and Qwen-Image have host-fixed widths) and the two workers A and B
+(~2.2 GB: the Wan 2.2 VAE and Qwen-Image have host-fixed widths), like the full-size encoders
+(seedreuse_lab/encoder_models.py, ~1.45 GB), and the two workers A and B
 are started once and shared by every family test (each test uses its own cache names), so the
 package pays one startup. Tests reset the stand-in counters at their start and free the
 workers' models at their end (POST /free) so the big models do not stay resident.
@@ -12,14 +13,17 @@ import sys
 
 import pytest
 
-from seedreuse_lab import family_models
+from seedreuse_lab import encoder_models, family_models
 from seedreuse_lab.worker import WorkerGroup
 
 
 @pytest.fixture(scope="package")
 def family_models_dir(tiny_models, tmp_path_factory):
+    """Tiny models + family models + the full-size CLIP vision ViT-H and wav2vec2 base that the
+    InfiniteTalk graphs load through the stock nodes."""
     fam = family_models.ensure_family_models()
-    return family_models.models_dir_with_families(tiny_models, fam, tmp_path_factory.mktemp("family-models"))
+    d = family_models.models_dir_with_families(tiny_models, fam, tmp_path_factory.mktemp("family-models"))
+    return encoder_models.link_encoders(encoder_models.ensure_encoder_models(), d)
 
 
 @pytest.fixture(scope="package")

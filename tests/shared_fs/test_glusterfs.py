@@ -32,7 +32,7 @@ from .harness import assert_soak_clean, run_profile, soak_summary
 pytestmark = pytest.mark.sharedfs
 
 REQUESTS = int(os.environ.get("SEEDREUSE_SHAREDFS_REQUESTS", "8"))
-TIME_BUDGET_S = float(os.environ.get("SEEDREUSE_SHAREDFS_TIME_BUDGET", "60"))
+TIME_BUDGET_S = float(os.environ.get("SEEDREUSE_SHAREDFS_TIME_BUDGET", "30"))
 SEED = int(os.environ.get("SEEDREUSE_SHAREDFS_SEED", "5"))
 
 

@@ -340,10 +340,11 @@ def probe_primitives(env: TwoHostEnv) -> list[dict]:
         rec("/proc/self/fd reopen of a file the other host replaced",
             "ok" if got == b"1" else ("unsafe" if same_ino else "note"),
             f"reopen read {got!r} (old content b'1'); st_ino equal to the original fd: {same_ino}"
-            + (" -> Snapshot.open_file()'s inode check passes on the NEW file" if got != b"1" and same_ino else ""))
+            + (" -> a reopen would read the NEW file; Snapshot.open_file reads the pinned fd instead"
+               if got != b"1" and same_ino else ""))
     except OSError as e:
         rec("/proc/self/fd reopen of a file the other host replaced", "note",
-            f"{e.errno} {os.strerror(e.errno)} (Snapshot.open_file falls back / refuses)")
+            f"{e.errno} {os.strerror(e.errno)} (Snapshot.open_file never reopens: it reads the pinned fd)")
     os.close(ffd_b)
     os.close(dfd_b)
     (a / "p").write_bytes(b"1111")

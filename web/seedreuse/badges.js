@@ -1,11 +1,26 @@
-// Badges over the reuse nodes (SeedReuseEncode*, SeedReuseSegmentLoopStart), drawn on the
-// canvas: before a run what the dry run predicts ("will reuse", "will encode (why)",
-// "will fail (why)" + the error's fix), after a run what happened ("reused · saved 2.3 s",
-// "encoded"). Only exports.
-import { NS, fmtSeconds, short, state, typeOf } from "./core.js";
+// Badges of the reuse nodes (SeedReuseEncode*, SeedReuseSegmentLoopStart), shown through the
+// frontend's node-badge API: every reuse node carries badge entries in `node.badges` (the list
+// the frontend draws above the title in LiteGraph mode and renders in the node header in the
+// Vue "Nodes 2.0" mode, beside its own node-source / node-id badges, never over them).
+//   before a run:  what the dry run predicts ("will reuse", "will encode (why)", "will fail
+//                  (why)" + a "fix: ..." badge)
+//   during a run:  "running…" until the run ends
+//   after a run:   what happened ("reused · saved 2.3 s", "encoded · 1.6 s") + a "next: ..."
+//                  badge with the dry run's prediction for the next run ("next: checking…"
+//                  until the dry run after the run has answered)
+// Each entry is a function returning an LGraphBadge (the frontend's class when it exposes
+// one, else a small object with the same draw/getWidth interface), so the frontend reads the
+// current text and colours on every draw. Only exports.
+import { NS, host, fmtSeconds, short, state, typeOf } from "./core.js";
 import { errorTitle } from "./errors.js";
 import { keyOf, reuseNodes } from "./graph.js";
 import { toneColors } from "./palette.js";
+
+export const RUNNING_TEXT = "running…";
+export const CHECKING_TEXT = "checking…";
+const MAX_BADGE_CHARS = 44;     // canvas badges: one row above the title, about the node's width
+const MAX_VUE_BADGE_CHARS = 34; // Vue node header/footer: the row shares the node's width
+const BADGES = "__seedreuseBadges"; // node -> {entries: [LGraphBadge-like], fns: [function]}
 
 function failBadge(d) {
   const err = d.error || null;
@@ -49,26 +64,174 @@ function withLines(b) {
   return { ...b, lines };
 }
 
-// What the badge shows now: the last run's result while the graph is unchanged since it
-// arrived, else the dry run's prediction for the current graph.
+// What the badge says now. While a run of this graph is executing: "running…". Afterwards the
+// run's result while the graph is unchanged since it arrived, with the prediction for the next
+// run; otherwise the dry run's prediction for the current graph.
 export function badgeFor(key) {
+  if (state.running) return withLines({ text: RUNNING_TEXT, tone: "pending", source: "running" });
   const r = state.run[key];
-  const d = dryBadge(state.dry[key]);
+  const d = state.dryStale ? null : dryBadge(state.dry[key]);
   if (r && (r.sig === null || r.sig === state.lastSig)) {
-    return withLines({ text: r.text, tone: r.tone, next: d && d.text !== r.text ? d.text : null, source: "run" });
+    const next = state.dryStale ? CHECKING_TEXT : d && d.text !== r.text ? d.text : null;
+    return withLines({ text: r.text, tone: r.tone, next, source: "run" });
   }
   if (d) return withLines({ ...d, source: "dry-run" });
   const err = state.checkError;
-  if (err) {
+  if (err && !state.dryStale) {
     return withLines({ text: `check failed (${short(`${errorTitle(err)}: ${err.message}`, 50)})`, tone: "fail",
       error: err, fix: err.fix, source: "error" });
   }
-  return withLines({ text: "checking…", tone: "pending", source: "pending" });
+  return withLines({ text: CHECKING_TEXT, tone: "pending", source: "pending" });
 }
 
 export function badgeDetail(node) {
   const key = keyOf(node);
-  return { ...badgeFor(key), type: typeOf(node), dry: state.dry[key] || null, run: state.run[key] || null };
+  return { ...badgeFor(key), type: typeOf(node), dry: state.dry[key] || null, run: state.run[key] || null,
+    shown: shownBadges(node) };
+}
+
+// ------------------------------------------------------------------ node.badges entries
+
+// A reactive counter the badge functions read, so that a frontend rendering node.badges from
+// a computed value (the Vue node header) renders again when a text changes. The frontend's
+// workspace store (app.extensionManager) is a reactive object: the counter lives on it under
+// the pack's prefix. Without one (older frontends) a plain object does: drawing reads anyway.
+let tick = null;
+
+function reactiveTick() {
+  if (tick) return tick;
+  const em = host.app && host.app.extensionManager;
+  try {
+    if (em && em.__v_isReactive) {
+      if (!em.seedreuseBadgeTick) em.seedreuseBadgeTick = { n: 0 };
+      tick = em.seedreuseBadgeTick;
+      return tick;
+    }
+  } catch (_) { /* not a reactive store: fall back below */ }
+  return { n: 0 }; // not cached: the store may appear later
+}
+
+// The same interface as the frontend's LGraphBadge (text, colours, visible, getWidth, draw),
+// for a frontend that does not expose the class.
+class FallbackBadge {
+  constructor({ text, fgColor, bgColor }) {
+    Object.assign(this, { text, fgColor, bgColor, fontSize: 12, padding: 6, height: 20, cornerRadius: 5,
+      xOffset: 0, yOffset: 0 });
+  }
+
+  get visible() {
+    return (this.text || "").length > 0;
+  }
+
+  getWidth(ctx) {
+    if (!this.visible) return 0;
+    const font = ctx.font;
+    ctx.font = `${this.fontSize}px sans-serif`;
+    const w = ctx.measureText(this.text).width;
+    ctx.font = font;
+    return w + this.padding * 2;
+  }
+
+  draw(ctx, x, y) {
+    if (!this.visible) return;
+    const { font, fillStyle, textBaseline, textAlign } = ctx;
+    const w = this.getWidth(ctx);
+    ctx.font = `${this.fontSize}px sans-serif`;
+    ctx.fillStyle = this.bgColor;
+    ctx.beginPath();
+    if (ctx.roundRect) ctx.roundRect(x + this.xOffset, y + this.yOffset, w, this.height, this.cornerRadius);
+    else ctx.rect(x + this.xOffset, y + this.yOffset, w, this.height);
+    ctx.fill();
+    ctx.fillStyle = this.fgColor;
+    ctx.textBaseline = "middle";
+    ctx.textAlign = "left";
+    ctx.fillText(this.text, x + this.xOffset + this.padding, y + this.yOffset + this.height / 2 + 1);
+    Object.assign(ctx, { font, fillStyle, textBaseline, textAlign });
+  }
+}
+
+function makeBadge() {
+  const Cls = typeof window.LGraphBadge === "function" ? window.LGraphBadge : FallbackBadge;
+  try {
+    return new Cls({ text: "", fgColor: "", bgColor: "" });
+  } catch (_) {
+    return new FallbackBadge({ text: "", fgColor: "", bgColor: "" });
+  }
+}
+
+// The badge lines of a node: [main, "fix: ..."?, "next: ..."?] with their tones.
+function lineTones(b) {
+  return b.lines.map((line, i) => ({
+    text: line,
+    tone: i === 0 ? b.tone : line.startsWith("fix: ") ? "fail" : "pending",
+  }));
+}
+
+const SLOTS = 3; // main + fix + next
+
+// Adds the node's badge entries to node.badges (once, when the node is created: a Vue node
+// header takes the list it finds when the node is added to the graph).
+export function attachBadges(node) {
+  if (!node || node[BADGES]) return;
+  const entries = [];
+  const fns = [];
+  for (let i = 0; i < SLOTS; i++) {
+    const badge = makeBadge();
+    entries.push(badge);
+    const fn = () => {
+      void reactiveTick().n; // read: a computed that calls this renders again on a change
+      const vue = !!(window.LiteGraph && window.LiteGraph.vueNodesMode);
+      badge.text = badge.seedreuseLine ? short(badge.seedreuseLine, vue ? MAX_VUE_BADGE_CHARS : MAX_BADGE_CHARS) : "";
+      const t = palette(badge.seedreuseTone);
+      if (t.bg) badge.bgColor = t.bg;
+      if (t.fg) badge.fgColor = t.fg;
+      return badge;
+    };
+    fn.seedreuse = true;
+    fns.push(fn);
+  }
+  node[BADGES] = { entries, fns };
+  if (!Array.isArray(node.badges)) node.badges = [];
+  node.badges.push(...fns);
+  updateNodeBadges(node);
+}
+
+function palette(tone) {
+  return toneColors(tone || "pending");
+}
+
+export function updateNodeBadges(node) {
+  const own = node && node[BADGES];
+  if (!own) return null;
+  const b = badgeFor(keyOf(node));
+  const lines = lineTones(b);
+  own.entries.forEach((badge, i) => {
+    const l = lines[i];
+    badge.seedreuseLine = l ? l.text : ""; // shortened for the renderer when read
+    badge.text = l ? short(l.text, MAX_BADGE_CHARS) : "";
+    badge.seedreuseTone = l ? l.tone : "pending";
+  });
+  return b;
+}
+
+// The texts the node's badge entries show now (what the frontend draws / renders).
+export function shownBadges(node) {
+  const own = node && node[BADGES];
+  if (!own) return [];
+  return (node.badges || []).filter((f) => own.fns.includes(f)).map((f) => f().text).filter((t) => t);
+}
+
+// Every change of a badge's lines, in order (the last 400): what a user saw, for the tests.
+function recordHistory(details) {
+  const h = (NS.badgeHistory = NS.badgeHistory || []);
+  NS.badgeLast = NS.badgeLast || {};
+  for (const [key, d] of Object.entries(details)) {
+    const lines = d.lines.join(" | ");
+    if (NS.badgeLast[key] === lines) continue;
+    NS.badgeLast[key] = lines;
+    h.push({ key, lines: d.lines, running: !!state.running, at: Date.now() });
+  }
+  if (h.length > 400) h.splice(0, h.length - 400);
 }
 
 export function publishBadges() {
@@ -76,11 +239,16 @@ export function publishBadges() {
   const details = {};
   for (const node of reuseNodes()) {
     const key = keyOf(node);
+    if (!node[BADGES]) attachBadges(node);
+    updateNodeBadges(node);
     details[key] = badgeDetail(node);
     badges[key] = details[key].text;
   }
   NS.badges = badges;
   NS.badgeDetails = details;
+  recordHistory(details);
+  const t = reactiveTick();
+  t.n = (t.n + 1) % 1e9;
 }
 
 export function clearBadge(node) {
@@ -88,33 +256,4 @@ export function clearBadge(node) {
   delete state.dry[key];
   delete state.run[key];
   delete NS.badges[key];
-}
-
-export function drawBadge(node, ctx) {
-  const key = keyOf(node);
-  const b = badgeFor(key);
-  NS.badges[key] = b.text;
-  if (!ctx || (node.flags && node.flags.collapsed)) return;
-  const tone = toneColors(b.tone);
-  const titleH = (window.LiteGraph && window.LiteGraph.NODE_TITLE_HEIGHT) || 30;
-  const h = 18;
-  ctx.save();
-  ctx.font = "11px sans-serif";
-  let y = -titleH - 6 - h * b.lines.length;
-  for (let i = 0; i < b.lines.length; i++) {
-    const text = short(b.lines[i], 70);
-    const w = Math.min(ctx.measureText(text).width + 12, Math.max(node.size[0], 120) + 120);
-    ctx.globalAlpha = i === 0 ? 0.95 : 0.75;
-    ctx.fillStyle = tone.bg;
-    ctx.beginPath();
-    if (ctx.roundRect) ctx.roundRect(0, y, w, h - 2, 4);
-    else ctx.rect(0, y, w, h - 2);
-    ctx.fill();
-    ctx.fillStyle = tone.fg;
-    ctx.textBaseline = "middle";
-    ctx.textAlign = "left";
-    ctx.fillText(text, 6, y + (h - 2) / 2);
-    y += h;
-  }
-  ctx.restore();
 }

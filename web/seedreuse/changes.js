@@ -140,6 +140,8 @@ export function onGraphConfigured() {
   state.run = {};
   state.dry = {};
   state.lastSig = null;
+  state.running = null;
+  state.dryStale = false;
   if (!refreshActive()) return;
   syncSignature();
   publishBadges();

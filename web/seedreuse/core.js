@@ -40,6 +40,12 @@ export const state = {
   lastSig: null,      // graph signature of the last change seen
   checkError: null,   // structured error of the last failed /seedreuse/check (see errors.js)
   segRuns: {},        // prompt_id -> [start node ids] announced by seedreuse.segments
+  running: null,      // prompt_id of this graph's run while it executes (badges say "running…")
+  queued: [],         // prompt ids this page queued (the last few)
+  lastStarted: null,  // prompt_id of the last execution_start (it may come before the queue reply)
+  lastEnded: null,    // prompt_id of the last run that ended
+  runEndedAt: 0,      // when that run ended: dry-run answers asked for before it are stale
+  dryStale: false,    // the dry-run answers predate the last run (badges say "next: checking…")
 };
 
 export function isReuseType(type) {

@@ -44,12 +44,16 @@ export async function runCheck() {
     NS.work.prompts++;
     const p = await host.app.graphToPrompt();
     const output = p && p.output ? p.output : {};
-    if (!Object.values(output).some((n) => isReuseType(n && n.class_type))) return;
+    if (!Object.values(output).some((n) => isReuseType(n && n.class_type))) {
+      state.dryStale = false; // every reuse node is bypassed: nothing to predict
+      return;
+    }
     const body = JSON.stringify({ prompt: output });
     const force = state.force;
     state.force = false;
     if (!force && body === state.lastSentJson) return;
     const sigAtSend = graphSignature();
+    const sentAt = Date.now();
     NS.work.posts++;
     const res = await host.api.fetchApi("/seedreuse/check", {
       method: "POST", headers: { "Content-Type": "application/json" }, body,
@@ -67,6 +71,7 @@ export async function runCheck() {
       NS.lastCheck = { at: Date.now(), answer, sig: sigAtSend };
     }
     state.lastSentJson = body;
+    if (sentAt >= state.runEndedAt) state.dryStale = false; // asked after the last run ended
     NS.checks = (NS.checks || 0) + 1;
     publishBadges();
     renderAllTimelines();

@@ -62,15 +62,26 @@ export function widgetOf(node, name) {
   return node && (node.widgets || []).find((w) => w.name === name);
 }
 
+// A node's input node; null when there is none or the node is not in a graph yet (newer
+// frontends throw for a node that is still being created).
+function inputNode(node, slot) {
+  if (!node || !node.graph || typeof node.getInputNode !== "function") return null;
+  try {
+    return node.getInputNode(slot);
+  } catch (_) {
+    return null;
+  }
+}
+
 export function sessionNodeOf(node) {
   const idx = (node.inputs || []).findIndex((i) => i.name === "session");
   if (idx < 0) return null;
-  let cur = node.getInputNode ? node.getInputNode(idx) : null;
+  let cur = inputNode(node, idx);
   for (let hops = 0; cur && hops < 16; hops++) {
     if (typeOf(cur) === SESSION_TYPE) return cur;
     const next = (cur.inputs || []).findIndex((i) => i.link != null);
-    if (next < 0 || !cur.getInputNode) return null; // e.g. a Reroute: follow its one input
-    cur = cur.getInputNode(next);
+    if (next < 0) return null; // e.g. a Reroute: follow its one input
+    cur = inputNode(cur, next);
   }
   return null;
 }

@@ -1,4 +1,4 @@
-// The inspection API on window.__seedreuse (tests read the canvas badges from here). Only exports.
+// The inspection API on window.__seedreuse (tests read the badges and timelines from here). Only exports.
 import { NS, state } from "./core.js";
 import { badgeDetail, badgeFor } from "./badges.js";
 import { checkNow } from "./dry_run_client.js";
@@ -29,6 +29,23 @@ function clickSegment(id, k) {
   return timeline(id);
 }
 
+// Every entry of a node's node.badges as the frontend reads it (the host's badges too), in order:
+// [{text, ours, bg, fg}].
+function nodeBadges(id) {
+  const node = nodeById(id);
+  if (!node) return null;
+  return (node.badges || []).map((b) => {
+    let v = b;
+    try {
+      v = typeof b === "function" ? b() : b;
+    } catch (_) {
+      v = null;
+    }
+    return { text: v ? String(v.text || "") : "", ours: !!(b && b.seedreuse), bg: v ? v.bgColor : null,
+      fg: v ? v.fgColor : null };
+  });
+}
+
 export function installApi(target) {
   Object.assign(target, {
     version: 2,
@@ -41,6 +58,7 @@ export function installApi(target) {
       const node = nodeById(id);
       return node ? badgeDetail(node) : null;
     },
+    nodeBadges,
     timeline,
     clickSegment,
     checkNow,

@@ -1,5 +1,8 @@
 // What happened in a run, from the pack's websocket events ("seedreuse.slot",
-// "seedreuse.segments", "seedreuse.merge") and the host's execution_* events. Only exports.
+// "seedreuse.segments", "seedreuse.merge") and the host's execution_* events. While a run of
+// this graph executes (queued from this page, or announced by one of the pack's events) every
+// badge says "running…"; when it ends the badges show the outcome, and the dry run's
+// prediction for the next run once the dry run after the run has answered. Only exports.
 import { NS, state } from "./core.js";
 import { publishBadges, runText } from "./badges.js";
 import { syncSignature } from "./changes.js";
@@ -17,17 +20,43 @@ function currentSig() {
   return syncSignature();
 }
 
+function refresh() {
+  publishBadges();
+  redraw();
+}
+
+// A prompt this page queued (toasts.wrapQueue): its execution_start marks the run of this graph.
+export function noteQueued(promptId) {
+  state.queued.push(promptId);
+  if (state.queued.length > 32) state.queued.splice(0, state.queued.length - 32);
+  // the start came before the queue reply (and the run is not over yet)
+  if (state.lastStarted === promptId && state.lastEnded !== promptId) startRun(promptId);
+}
+
+function startRun(promptId) {
+  if (!promptId || state.running === promptId || !state.active) return;
+  state.running = promptId;
+  refresh();
+}
+
+export function onExecutionStart(ev) {
+  const pid = ev && ev.detail && ev.detail.prompt_id;
+  if (!pid) return;
+  state.lastStarted = String(pid);
+  if (state.queued.includes(String(pid))) startRun(String(pid));
+}
+
 export function onSlotEvent(ev) {
   const p = ev && ev.detail;
   if (!p || p.node === undefined || p.node === null) return;
   const key = String(p.node);
   state.run[key] = {
     text: runText(p), tone: p.action === "reused" ? "reused" : "encoded", sig: currentSig(),
-    at: Date.now(), payload: p,
+    at: Date.now(), payload: p, prompt: p.prompt_id || null,
   };
   record("seedreuse.slot", p);
-  publishBadges();
-  redraw();
+  if (p.prompt_id) startRun(String(p.prompt_id));
+  refresh();
 }
 
 export function segmentRunText(p, done) {
@@ -41,42 +70,49 @@ export function onSegmentsEvent(ev) {
   const p = ev && ev.detail;
   if (!p || p.node === undefined || p.node === null) return;
   const key = String(p.node);
-  state.run[key] = { text: segmentRunText(p, false), tone: "encode", sig: currentSig(), at: Date.now(), payload: p };
+  state.run[key] = { text: segmentRunText(p, false), tone: "encode", sig: currentSig(), at: Date.now(), payload: p,
+    prompt: p.prompt_id || null };
   (state.segRuns[p.prompt_id] = state.segRuns[p.prompt_id] || []).push(key);
   record("seedreuse.segments", p);
-  publishBadges();
-  redraw();
+  if (p.prompt_id) startRun(String(p.prompt_id));
+  refresh();
 }
 
 export function onMergeEvent(ev) {
   record("seedreuse.merge", ev && ev.detail);
 }
 
-export function onExecutionEnd(ev, ok) {
+export function onExecutionEnd(ev, ok, how) {
   const d = ev && ev.detail;
-  const pid = d && d.prompt_id;
+  const pid = d && d.prompt_id != null ? String(d.prompt_id) : null;
   const keys = state.segRuns[pid] || [];
   delete state.segRuns[pid];
-  if (!state.active && !keys.length) return; // nothing of ours in this graph
-  for (const key of keys) {
-    const r = state.run[key];
-    if (!r) continue;
+  state.lastEnded = pid;
+  const ours = pid !== null && state.running === pid;
+  if (!state.active && !keys.length && !ours) return; // nothing of ours in this graph
+  if (ours) state.running = null;
+  for (const [key, r] of Object.entries(state.run)) {
+    if (!r || (r.prompt !== pid && !keys.includes(key))) continue;
     if (ok) {
-      r.text = segmentRunText(r.payload, true);
-      r.tone = r.payload.kept ? "reused" : "encoded";
+      if (keys.includes(key)) {
+        r.text = segmentRunText(r.payload, true);
+        r.tone = r.payload.kept ? "reused" : "encoded";
+      }
     } else {
-      r.text = "run failed";
+      // nothing of a failed or interrupted run is published: its results are not what the cache holds
+      r.text = how === "interrupted" ? "run interrupted" : "run failed";
       r.tone = "fail";
     }
     r.sig = currentSig();
   }
-  publishBadges();
-  redraw();
-  scheduleCheck(250, true); // the cache may have changed
+  state.runEndedAt = Date.now();
+  state.dryStale = true; // the cache may have changed: "next: checking…" until the dry run answers
+  refresh();
+  scheduleCheck(250, true);
 }
 
 export function onExecutionError(ev) {
   NS.lastExecutionError = ev && ev.detail;
   toastExecutionError(ev && ev.detail);
-  onExecutionEnd(ev, false);
+  onExecutionEnd(ev, false, "failed");
 }

@@ -61,14 +61,21 @@ export function toastRejected(err, prompt) {
   if (msgs.length) showToast("SeedReuse: the prompt was rejected", msgs.join("\n"));
 }
 
-// Wraps api.queuePrompt once to see rejections (the host reports them with a generic dialog).
-export function wrapQueue() {
+// Wraps api.queuePrompt once to see rejections (the host reports them with a generic dialog)
+// and the prompt ids this page queues (onQueued(prompt_id)).
+export function wrapQueue(onQueued) {
   const api = host.api;
   if (!api || api.__seedreuseWrapped || typeof api.queuePrompt !== "function") return;
   const original = api.queuePrompt;
   api.queuePrompt = async function (...args) {
     try {
-      return await original.apply(this, args);
+      const res = await original.apply(this, args);
+      try {
+        if (onQueued && res && res.prompt_id) onQueued(String(res.prompt_id));
+      } catch (e) {
+        noteError("queuePrompt queued", e);
+      }
+      return res;
     } catch (err) {
       try {
         toastRejected(err, args[1] && args[1].output);

@@ -1,0 +1,352 @@
+"""The size budget of a cache root and safe eviction of least recently used caches.
+
+Budget: ``SEEDREUSE_MAX_BYTES`` (off by default; ``500M``, ``20G`` or plain bytes), allocated
+bytes under the whole root (usage.py: hard links once). Enforced after every successful commit
+(``after_commit``: it can never fail or undo that commit, and never evicts the cache that
+committed), by ``python -m reuse_backend gc``, and when a write hits ENOSPC (``retry_when_full``:
+evict, then retry the failed write once).
+
+Policy: caches in order of last use (oldest first; usage.py) are evicted until the root is
+within budget. A cache is skipped, never evicted, while
+
+* a writer holds it: its writer lock is taken without waiting; a live lock = skip;
+* a reader holds a snapshot of it: a live reader lease (readers.py), looked up twice;
+* it is the cache being written by the run that asked (``exclude``).
+
+Eviction of one cache (``evict_cache``), under its writer lock:
+  1. recovery (a half-done commit is finished first: ``.old`` restored or removed);
+  2. first look for live readers -> skip;
+  3. rename ``<name>`` to ``.evicting/<name>.<id>``, fsync both directories (rootdirs.py);
+  4. second look for live readers -> rename it back, skip;
+  5. release the lock (the name is free: a new cache may be created under it at once), then
+     delete ``.evicting/<name>.<id>``.
+A crash at any point leaves the cache either whole under its name (before the rename, or after
+the rename back) or gone (after it); a half-deleted version is only ever under ``.evicting``,
+finished by recovery of that cache, gc, or check --repair.
+
+What this does not guarantee: the budget is a target, not a quota. Between two enforcements a
+root can exceed it by whatever is written meanwhile, and caches in use are never evicted, so a
+root whose caches are all in use stays over budget (logged, reported by check and gc).
+Two hosts enforcing at once may each evict a cache where one would have been enough (each
+re-measures the root after every eviction, which bounds it to one extra per race). Writes
+into a caller's own file (``Transaction.writing``, a video encode) are not retried on ENOSPC:
+they fail with StorageFullError (gc, or the budget at the next commit, makes the room). On a disk
+so full that not even a lock file fits, nothing can be evicted safely (every eviction takes the
+cache's writer lock); the error says so. An evictor stalled past its lease between its last lock
+check and its rename (two system calls) could still move a version out, as a stalled committer
+could still publish (transaction.py).
+"""
+from __future__ import annotations
+
+import errno
+import logging
+import os
+import uuid
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from ..errors import CacheBusyError, ReuseError, StorageFullError
+from . import readers, recovery, rootdirs, roots, usage
+from .lock import WriterLock, describe, lock_status, stray_lock_files
+
+log = logging.getLogger("seedreuse")
+
+
+def is_full(exc: BaseException) -> bool:
+    return isinstance(exc, OSError) and exc.errno in (errno.ENOSPC, getattr(errno, "EDQUOT", errno.ENOSPC))
+
+
+@dataclass
+class Entry:
+    name: str
+    bytes: int
+    last_used: float | None
+    action: str = "keep"            # evicted | would_evict | keep | skipped | error
+    why: str = ""
+
+
+@dataclass
+class Report:
+    root: str
+    budget: int | None
+    bytes_before: int
+    bytes_after: int
+    dry_run: bool = False
+    caches: list = field(default_factory=list)       # Entry, oldest use first
+    cleaned: list = field(default_factory=list)      # leftovers finished before the pass
+
+    @property
+    def evicted(self) -> list[str]:
+        return [e.name for e in self.caches if e.action in ("evicted", "would_evict")]
+
+    @property
+    def over_budget(self) -> bool:
+        return self.budget is not None and self.bytes_after > self.budget
+
+    def to_dict(self) -> dict:
+        return {"root": self.root, "budget": self.budget, "bytes_before": self.bytes_before,
+                "bytes_after": self.bytes_after, "dry_run": self.dry_run,
+                "over_budget": self.over_budget, "evicted": self.evicted,
+                "cleaned": self.cleaned, "caches": [asdict(e) for e in self.caches]}
+
+
+def survey(root) -> list[Entry]:
+    """Every committed cache under ``root``: size and last use, least recently used first."""
+    out = []
+    try:
+        names = sorted(os.listdir(root))
+    except OSError:
+        return out
+    for name in names:
+        p = Path(root) / name
+        if not roots.is_valid_cache_name(name) or os.path.islink(p) or not os.path.isdir(p):
+            continue
+        out.append(Entry(name, usage.tree_size(p), usage.last_used(p)))
+    out.sort(key=lambda e: (e.last_used if e.last_used is not None else 0.0, e.name))
+    return out
+
+
+def in_use(root, name: str, lease_s: float) -> str | None:
+    """Why ``name`` is in use right now (read-only look: the dry run's judgement), or None."""
+    st = lock_status(roots.cache_paths(root, name).lock, lease_s)
+    if st["state"] == "live":
+        return f"being written by {describe(st['owner'])}"
+    live = readers.live_readers(root, name, lease_s)
+    if live:
+        return _readers_why(live)
+    return None
+
+
+def _readers_why(live: list[dict]) -> str:
+    o = live[0]["owner"] or {}
+    return f"read by {len(live)} reader(s) (host {o.get('host')} pid {o.get('pid')})"
+
+
+def evict_cache(root, name: str, *, lease_s: float) -> tuple[bool, str]:
+    """Evict one cache (see the module docstring); (True, size line) or (False, why kept)."""
+    paths = roots.cache_paths(root, name)
+    lock = WriterLock(paths.lock, f"{readers.EVICT_RUN_PREFIX}{uuid.uuid4().hex}", lease_s=lease_s,
+                      heartbeat_s=min(10.0, lease_s / 4), cache_name=name)
+    try:
+        # Invariant (eviction, 2): never a cache with a live writer: the lock, without waiting.
+        lock.acquire()
+    except CacheBusyError as e:
+        return False, f"being written by {e.actual}"
+    aside = None
+    try:
+        recovery.recover_locked(root, name, paths)
+        # Invariant (eviction, 3): never a cache a reader registered for, at either look.
+        live = readers.live_readers(root, name, lease_s)
+        if live:
+            return False, _readers_why(live)
+        if os.path.islink(paths.current) or not os.path.isdir(paths.current):
+            return False, "no committed version"
+        size = usage.tree_size(paths.current)
+        # fencing, as a commit: the lock is still ours right before the rename (an evictor
+        # stalled past its lease must not move a version the next writer committed)
+        if not lock.held():
+            return False, "lost the writer lock (stalled past its lease)"
+        aside = rootdirs.move_out(root, name, paths.current)
+        try:
+            live = readers.live_readers(root, name, lease_s)
+        except OSError:
+            live = [{"owner": None}]    # cannot tell: keep the cache
+        if live:
+            rootdirs.move_back(aside, paths.current, root)
+            aside = None
+            return False, _readers_why(live)
+    finally:
+        lock.release()
+    # the name is free from here; the data is out of the namespace and only needs deleting
+    try:
+        readers.remove_stale(root, name, lease_s)
+        rootdirs.delete(aside)
+        rootdirs.remove_if_empty(aside.parent)
+    except OSError as e:      # evicted all the same: gc, check --repair or recovery finish it
+        log.warning("seedreuse: evicted cache '%s'; deleting %s failed: %s", name, aside, e)
+    return True, f"{size} bytes"
+
+
+def recover_leftovers(root, lease_s: float) -> list[str]:
+    """gc as janitor: crash recovery of every cache with leftovers (a dead writer's or
+    evictor's lock, staging, ``.old``, stray lock files), each under its writer lock; a cache
+    with a live writer is left to it."""
+    done = []
+    names = sorted({rootdirs.cache_of(e) for e in _listdir(root)} - {None})
+    for name in names:
+        paths = roots.cache_paths(root, name)
+        if not (recovery.has_leftovers(paths) or stray_lock_files(root, name)):
+            continue
+        lock = WriterLock(paths.lock, f"recover-{uuid.uuid4().hex}", lease_s=lease_s,
+                          heartbeat_s=min(10.0, lease_s / 4), cache_name=name)
+        try:
+            lock.acquire()
+        except CacheBusyError:
+            continue
+        try:
+            done += lock.broke + recovery.recover_locked(root, name, paths)
+        except OSError as e:
+            log.warning("seedreuse: recovery of cache '%s' failed: %s", name, e)
+        finally:
+            lock.release()
+    return done
+
+
+def _listdir(root) -> list[str]:
+    try:
+        return os.listdir(root)
+    except OSError:
+        return []
+
+
+def _pass(root, budget: int | None, *, exclude, lease_s: float, dry_run: bool,
+          need_free: int = 0) -> Report:
+    root = Path(root)
+    cleaned = [] if dry_run else (rootdirs.finish_evictions(root) + readers.remove_stale(root, None, lease_s)
+                                  + recover_leftovers(root, lease_s))
+    total = usage.root_size(root)
+    rep = Report(str(root), budget, total, total, dry_run, [], cleaned)
+
+    def satisfied() -> bool:
+        within = budget is None or rep.bytes_after <= budget
+        free = usage.disk_free(root)
+        return within and (need_free <= 0 or (free is not None and free[0] >= need_free))
+
+    for e in survey(root):
+        rep.caches.append(e)
+        if satisfied():
+            e.why = "the root is within its budget"
+            continue
+        if e.name in exclude:
+            e.why = "the cache being written by this run"
+            continue
+        over = f"least recently used; the root holds {rep.bytes_after} bytes" + \
+               (f", budget {budget}" if budget is not None else "") + \
+               (f", needs {need_free} bytes free" if need_free > 0 else "")
+        if dry_run:
+            why = in_use(root, e.name, lease_s)
+            if why:
+                e.action, e.why = "skipped", why
+            else:
+                e.action, e.why = "would_evict", over
+                rep.bytes_after -= e.bytes
+            continue
+        try:
+            ok, why = evict_cache(root, e.name, lease_s=lease_s)
+        except (OSError, ReuseError) as err:      # one cache failing never stops the pass
+            e.action, e.why = "error", str(err).splitlines()[0]
+            log.warning("seedreuse: evicting cache '%s' failed: %s", e.name, err)
+            continue
+        if ok:
+            e.action, e.why = "evicted", over
+            log.info("seedreuse: evicted cache '%s' (%s): %s", e.name, why, over)
+            rep.bytes_after = usage.root_size(root)     # re-measured: other hosts write too
+        else:
+            e.action, e.why = "skipped", why
+    if not dry_run:
+        rep.bytes_after = usage.root_size(root)
+    return rep
+
+
+def enforce(root, budget: int | None, *, exclude=(), lease_s: float = 120.0,
+            dry_run: bool = False) -> Report:
+    """Evict least recently used caches until the root is within ``budget`` (gc)."""
+    return _pass(root, budget, exclude=set(exclude), lease_s=lease_s, dry_run=dry_run)
+
+
+def after_commit(cache) -> Report | None:
+    """Budget enforcement after a successful commit of ``cache``. Never raises: the commit
+    stands whatever happens here (a failure is logged)."""
+    try:
+        budget = usage.budget_from_env()
+        if budget is None:
+            return None
+        rep = enforce(cache.root, budget, exclude={cache.name}, lease_s=cache.lease_s)
+        if rep.over_budget:
+            log.warning("seedreuse: cache root %s holds %d bytes, over its budget of %d: the rest is "
+                        "in use or just written", cache.root, rep.bytes_after, budget)
+        return rep
+    except Exception as e:  # noqa: BLE001 - Invariant: a budget failure never fails the commit
+        log.warning("seedreuse: budget enforcement after the commit of cache '%s' failed: %s",
+                    cache.name, e)
+        return None
+
+
+def make_room(cache, need_bytes: int) -> list[str]:
+    """On ENOSPC (budget set only): evict least recently used caches, never ``cache`` nor one
+    in use, until the free space grew by ``need_bytes`` (see below) and the root is within
+    budget. Names evicted."""
+    try:
+        budget = usage.budget_from_env()
+    except ReuseError as e:
+        log.warning("seedreuse: %s", e.message)
+        return []
+    if budget is None:
+        return []           # no budget: nothing may be evicted automatically
+    # How much room: the failed write needed more than is free now (its partial file is gone
+    # again), so free space must grow by what the caller says, else by about one more version
+    # of this cache (a new version is usually as large as the committed one), at least 1 MiB.
+    need = max(int(need_bytes) or usage.tree_size(cache.paths.current), 1 << 20)
+    free = usage.disk_free(cache.root)
+    rep = _pass(cache.root, budget, exclude={cache.name}, lease_s=cache.lease_s, dry_run=False,
+                need_free=(free[0] if free else 0) + need)
+    return [e.name for e in rep.caches if e.action == "evicted"]
+
+
+def retry_when_full(cache, fn, *, need_bytes: int = 0, reset=None, during: str | None = None):
+    """``fn()``; on ENOSPC/EDQUOT evict what the budget allows and retry it once (after
+    ``reset()``, which undoes a partial first attempt). With ``during``, a final ENOSPC is
+    raised as StorageFullError; otherwise the caller's own error path reports it."""
+    try:
+        return fn()
+    except OSError as e:
+        if not is_full(e):
+            raise
+        evicted = make_room(cache, need_bytes)
+        if not evicted:
+            if during is not None:
+                raise storage_full(cache, e, during) from e
+            raise
+        log.warning("seedreuse: cache root %s was full; evicted %s and retrying once",
+                    cache.root, ", ".join(evicted))
+        if reset is not None:
+            try:
+                reset()
+            except OSError:
+                raise e from None
+    try:
+        return fn()
+    except OSError as e:
+        if during is not None and is_full(e):
+            raise storage_full(cache, e, during) from e
+        raise
+
+
+def storage_full(cache, exc: OSError, during: str) -> StorageFullError:
+    """ENOSPC/EDQUOT as a typed error: the root, its size, its free space, the budget, the fix.
+    The committed version is untouched (nothing of a failed run is ever published)."""
+    s = usage.root_summary(cache.root)
+    free = (f"{s['free']} bytes free of {s['capacity']}" if s["free"] is not None
+            else "free space unknown") + f"; the root holds {s['bytes']} bytes"
+    try:
+        budget = usage.budget_from_env()
+    except ReuseError:
+        budget = None
+    if budget is None:
+        free += f"; no budget ({usage.ENV_MAX_BYTES} is not set)"
+        fix = (f"set {usage.ENV_MAX_BYTES} (e.g. 80% of the disk) so least recently used caches are "
+               f"evicted, or free space on {cache.root} (python -m reuse_backend --root {cache.root} "
+               "list shows the caches; clear NAME --yes removes one), or point SEEDREUSE_CACHE_ROOT at "
+               "a larger disk, then rerun")
+    else:
+        free += f"; budget {budget} bytes ({usage.ENV_MAX_BYTES})"
+        fix = (f"every cache that could be evicted was (the rest is in use, or the disk is too full even "
+               f"for an eviction's lock file); lower {usage.ENV_MAX_BYTES} "
+               f"below the disk's free capacity, free space on {cache.root}, or point "
+               "SEEDREUSE_CACHE_ROOT at a larger disk, then rerun")
+    return StorageFullError(
+        f"the cache root {cache.root} is full: cannot {during} for cache '{cache.name}' "
+        f"({exc.strerror}); the last good version of the cache is untouched",
+        expected="free space on the cache root", actual=free, fix=fix,
+        details={"root": str(cache.root), "cache": cache.name, "errno": exc.errno,
+                 "root_bytes": s["bytes"], "budget": budget})

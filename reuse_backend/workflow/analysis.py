@@ -1,0 +1,203 @@
+"""Where to wrap: the widest seed-independent encoder outputs of a flattened graph.
+
+Format-neutral: ``ui_format.py`` and ``api_format.py`` describe their graph as ``FlatNode``s
+(subgraphs expanded), ``plan()`` decides, and they apply the decision in their own format.
+
+A node is *tainted* when it samples or patches the model (``node_types.is_boundary``), takes a
+seed input (``seed``, ``noise_seed``) or a NOISE value, or has a tainted input: nothing at or
+after it may be restored from a cache. A node is *encoded* when it or an untainted ancestor runs
+an encoder on its inputs (takes a CLIP / CLIP_VISION / VAE / AUDIO_ENCODER), not counting what is
+only reached through an existing wrapper (that value is already restored from the cache). Every edge from an
+untainted node into a tainted one is a frontier edge; its value is wrapped when an Encode-or-Reuse
+variant carries its type and it is encoded (the widest wrap point: e.g. WanImageToVideo's outputs,
+which also cover its start-image VAE encode). A frontier value of another type (a GUIDER, a custom
+embeds type) is walked back to its producer's inputs.
+"""
+from __future__ import annotations
+
+import heapq
+import re
+from dataclasses import dataclass, field
+
+from ..errors import InvalidRequestError
+from . import node_types as nt
+
+
+@dataclass
+class FlatNode:
+    key: str                                  # unique in the flattened graph
+    class_type: str
+    links: dict = field(default_factory=dict)  # input name -> (source key, output slot)
+    in_types: dict = field(default_factory=dict)   # linked input name -> type (when known)
+    literal_names: set = field(default_factory=set)
+    out_types: list | None = None             # None: unknown class
+    out_names: list | None = None
+    slot_literal: str | None = None           # a wrapper's slot name
+    place: object = None                      # where a wrapper of this node's outputs goes
+    place_problem: str | None = None          # why no wrapper can go there
+    title: str = ""
+
+
+@dataclass
+class Wrap:
+    src: str
+    slot: int
+    type: str
+    variant: str
+    place: object
+    producer: FlatNode
+    consumers: list = field(default_factory=list)   # (consumer key, input name)
+    name: str = ""
+
+
+@dataclass
+class Plan:
+    wraps: list
+    not_wrapped: list          # {"node", "class_type", "title", "reason"}
+    existing_slots: list       # slot names of the wrappers already in the graph
+
+
+def _natural(key: str) -> tuple:
+    """'128:9' < '128:10': flattened ids compared part by part, numbers as numbers."""
+    return tuple((0, int(p), "") if p.isdigit() else (1, 0, p) for p in str(key).split(":"))
+
+
+def _order(nodes: dict) -> list:
+    """Topological order (Kahn, iterative); a cycle is an InvalidRequestError naming its nodes."""
+    indeg = {k: 0 for k in nodes}
+    users: dict = {k: [] for k in nodes}
+    for k, n in nodes.items():
+        for src, _ in n.links.values():
+            if src in nodes:
+                indeg[k] += 1
+                users[src].append(k)
+    ready = [(_natural(k), k) for k, d in indeg.items() if d == 0]
+    heapq.heapify(ready)
+    out = []
+    while ready:
+        k = heapq.heappop(ready)[1]
+        out.append(k)
+        for u in users[k]:
+            indeg[u] -= 1
+            if indeg[u] == 0:
+                heapq.heappush(ready, (_natural(u), u))
+    if len(out) != len(nodes):
+        stuck = sorted(k for k, d in indeg.items() if d > 0)[:10]
+        raise InvalidRequestError("the workflow has a dependency cycle", expected="an acyclic graph",
+                                  actual=f"nodes on or after a cycle: {', '.join(stuck)}",
+                                  fix="remove the link that closes the cycle")
+    return out
+
+
+def _is_encoder(n: FlatNode) -> bool:
+    return not nt.is_pack(n.class_type) and any(t in nt.ENCODER_MODEL_TYPES for t in n.in_types.values())
+
+
+def _label(n: FlatNode) -> str:
+    return f"{n.title or n.class_type} (node {n.key})"
+
+
+def _slot_base(w: Wrap) -> str:
+    names = w.producer.out_names or []
+    out_name = names[w.slot] if w.slot < len(names) else ""
+    if out_name and out_name.lower() != w.type.lower() and out_name != out_name.upper():
+        base = out_name
+    elif w.consumers:
+        base = w.consumers[0][1]
+    else:
+        base = w.type.lower()
+    base = re.sub(r"[^A-Za-z0-9_-]+", "_", base.split(".")[-1]).strip("_-") or "value"
+    return base[:48]
+
+
+def name_slots(wraps: list, taken: set) -> None:
+    for w in wraps:
+        base = _slot_base(w)
+        name, i = base, 2
+        while name in taken:
+            name, i = f"{base}_{i}", i + 1
+        taken.add(name)
+        w.name = name
+
+
+def plan(nodes: dict) -> Plan:
+    order = _order(nodes)
+    tainted, after_boundary, seeded, encoded = {}, {}, {}, {}
+    for k in order:
+        n = nodes[k]
+        srcs = [nodes[s] for s, _ in n.links.values() if s in nodes]
+        boundary = nt.is_boundary(n.class_type, n.in_types.values(), n.out_types)
+        own_seed = bool((n.literal_names | set(n.links)) & nt.SEED_INPUTS) or \
+            any(t in nt.NOISE_TYPES for t in n.in_types.values())
+        after_boundary[k] = boundary or any(after_boundary[s.key] for s in srcs)
+        seeded[k] = own_seed or any(seeded[s.key] for s in srcs)
+        tainted[k] = after_boundary[k] or seeded[k]
+        # a wrapper's value is restored from the cache: nothing after it needs another wrapper
+        encoded[k] = not tainted[k] and not nt.is_pack(n.class_type) and \
+            (_is_encoder(n) or any(encoded[s.key] for s in srcs))
+
+    not_wrapped, reported = [], set()
+
+    def report(n: FlatNode, reason: str):
+        if (n.key, reason) not in reported:
+            reported.add((n.key, reason))
+            not_wrapped.append({"node": n.key, "class_type": n.class_type, "title": n.title, "reason": reason})
+
+    wraps: dict = {}
+    stack = []
+    for k in order:
+        n = nodes[k]
+        if not tainted[k]:
+            continue
+        for name, (src, slot) in sorted(n.links.items()):
+            if src in nodes and not tainted[src]:
+                stack.append((src, slot, k, name))
+        if nt.is_boundary(n.class_type, n.in_types.values(), n.out_types) and n.class_type not in nt.SAMPLERS:
+            enc = sorted({t for name, t in n.in_types.items() if t in nt.ENCODER_MODEL_TYPES
+                          and n.links[name][0] in nodes and not tainted[n.links[name][0]]})
+            if enc:
+                report(n, f"patches the model and runs its own {'/'.join(enc)} encode inside: that part is "
+                          "computed on every request (its encoded inputs are wrapped)")
+        elif _is_encoder(n) and seeded[k] and not after_boundary[k]:
+            report(n, "its inputs depend on a seed or noise input: it cannot be reused across seeds")
+    seen = set()
+    while stack:
+        src, slot, consumer, cname = stack.pop()
+        s = nodes[src]
+        if nt.is_pack(s.class_type):
+            continue                       # already wrapped (or the session)
+        if (src, slot) in wraps:
+            wraps[(src, slot)].consumers.append((consumer, cname))
+            continue
+        if (src, slot) in seen:
+            continue
+        seen.add((src, slot))
+        types = s.out_types
+        t = types[slot] if types is not None and slot < len(types) else None
+        if not encoded[src]:
+            continue
+        if t in nt.VARIANTS:
+            if s.place is None:
+                report(s, s.place_problem or "no place to insert a wrapper")
+                continue
+            wraps[(src, slot)] = Wrap(src, slot, t, nt.VARIANTS[t], s.place, s, [(consumer, cname)])
+            continue
+        if t in nt.SILENT_TYPES:
+            continue
+        if t is None:
+            report(s, f"output {slot} of an unknown node class: its type is not known, so it is not wrapped "
+                      "(instrument the UI-format workflow, or give the host's /object_info)")
+        elif _is_encoder(s):
+            report(s, f"its output {slot} ({t}) has no Encode-or-Reuse variant: it runs on every request "
+                      "(its encoded inputs are wrapped)")
+        for name, (src2, slot2) in sorted(s.links.items()):
+            if src2 in nodes and not tainted[src2]:
+                stack.append((src2, slot2, src, name))
+    index = {k: i for i, k in enumerate(order)}
+    ordered = sorted(wraps.values(), key=lambda w: (index[w.src], w.slot))
+    for w in ordered:       # consumers in graph order, and each consumer's inputs in its own order
+        w.consumers = sorted(set(w.consumers), key=lambda c: (index[c[0]], list(nodes[c[0]].links).index(c[1])))
+    existing = sorted(n.slot_literal for n in nodes.values()
+                      if nt.is_wrapper(n.class_type) and isinstance(n.slot_literal, str))
+    name_slots(ordered, set(existing))
+    return Plan(ordered, not_wrapped, existing)

@@ -1,0 +1,90 @@
+"""Instrumenting an API-format prompt ({node id: {class_type, inputs}}).
+
+An API prompt names no types: output types come from the host's /object_info when it is given
+(the route passes the running host's), else from node_types.KNOWN_OUTPUTS; a node of an
+unknown class is reported, never guessed. New node ids continue after the largest integer id
+(an id of a flattened subgraph such as "128:89" counts by its last part).
+"""
+from __future__ import annotations
+
+from . import limits
+from . import node_types as nt
+from .analysis import FlatNode
+
+
+def is_api_prompt(doc) -> bool:
+    return isinstance(doc, dict) and bool(doc) and all(
+        isinstance(n, dict) and isinstance(n.get("class_type"), str) and isinstance(n.get("inputs"), dict)
+        for n in doc.values())
+
+
+def is_link(v) -> bool:
+    return isinstance(v, list) and len(v) == 2 and isinstance(v[0], (str, int)) and \
+        isinstance(v[1], int) and not isinstance(v[1], bool)
+
+
+def check(doc: dict) -> None:
+    links = sum(1 for n in doc.values() for v in n["inputs"].values() if is_link(v))
+    limits.check_counts(len(doc), links)
+
+
+def flat_nodes(doc: dict, info: dict | None = None) -> dict:
+    out = {}
+    for nid, n in doc.items():
+        ct = n["class_type"]
+        meta = n.get("_meta") if isinstance(n.get("_meta"), dict) else {}
+        fn = FlatNode(key=str(nid), class_type=ct, title=str(meta.get("title") or ""))
+        fn.out_types = nt.output_types_from_info(info, ct)
+        fn.out_names = nt.output_names_from_info(info, ct)
+        for name, v in n["inputs"].items():
+            if is_link(v) and str(v[0]) in doc:
+                fn.links[name] = (str(v[0]), v[1])
+            else:
+                fn.literal_names.add(name)
+        if nt.is_wrapper(ct) and isinstance(n["inputs"].get("slot"), str):
+            fn.slot_literal = n["inputs"]["slot"]
+        fn.place = str(nid)
+        out[fn.key] = fn
+    for fn in out.values():
+        for name, (src, slot) in fn.links.items():
+            types = out[src].out_types
+            if types is not None and 0 <= slot < len(types) and types[slot]:
+                fn.in_types[name] = types[slot]
+    return out
+
+
+def _next_id(doc: dict) -> int:
+    best = 0
+    for k in doc:
+        last = str(k).rsplit(":", 1)[-1]
+        if last.isdigit():
+            best = max(best, int(last))
+    return best + 1
+
+
+def apply(doc: dict, wraps: list, cache_name: str) -> tuple[list, dict]:
+    """Insert the wrappers (and a Session when there is none); returns (wrapper ids, session)."""
+    session = {"node": None, "created": False, "threaded_into": []}
+    if not wraps:
+        return [], session
+    nxt = _next_id(doc)
+    sid = next((k for k, n in doc.items() if n["class_type"] == nt.SESSION), None)
+    if sid is None:
+        sid, nxt = str(nxt), nxt + 1
+        doc[sid] = {"class_type": nt.SESSION, "inputs": {"cache_name": cache_name, "reuse": "auto",
+                                                         "reuse_prefix_segments": 0},
+                    "_meta": {"title": "SeedReuse Session"}}
+        session["created"] = True
+    session["node"] = sid
+    ids = []
+    for w in wraps:
+        wid, nxt = str(nxt), nxt + 1
+        for nid, n in doc.items():
+            for name, v in n["inputs"].items():
+                if is_link(v) and str(v[0]) == w.src and v[1] == w.slot:
+                    n["inputs"][name] = [wid, 0]
+        doc[wid] = {"class_type": w.variant,
+                    "inputs": {"session": [sid, 0], "slot": w.name, "value": [w.src, w.slot]},
+                    "_meta": {"title": f"Encode or Reuse: {w.name}"}}
+        ids.append(wid)
+    return ids, session

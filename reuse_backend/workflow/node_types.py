@@ -1,0 +1,100 @@
+"""What the instrumenter knows about node classes without asking a host.
+
+Where a class is sampled from a seed, patches the model, loads or encodes; which output types
+an Encode-or-Reuse variant can carry; and the output types of common classes (an API-format
+prompt names no types: a host's /object_info, when given, takes precedence over this table).
+"""
+from __future__ import annotations
+
+PACK_PREFIX = "SeedReuse"
+SESSION = "SeedReuseSession"
+SESSION_TYPE = "SEEDREUSE_SESSION"
+ENCODE_PREFIX = "SeedReuseEncode"
+
+# value type -> Encode-or-Reuse variant (nodes/encode_nodes.py VARIANTS)
+VARIANTS = {
+    "CONDITIONING": "SeedReuseEncodeConditioning",
+    "CLIP_VISION_OUTPUT": "SeedReuseEncodeClipVision",
+    "LATENT": "SeedReuseEncodeLatent",
+    "AUDIO_ENCODER_OUTPUT": "SeedReuseEncodeAudioFeatures",
+    "IMAGE": "SeedReuseEncodeImage",
+    "AUDIO": "SeedReuseEncodeAudio",
+}
+
+# Nodes that sample (their outputs depend on a seed or noise) or run the pack's segment loop:
+# the wrap point is always before them.
+SAMPLERS = frozenset({
+    "KSampler", "KSamplerAdvanced", "SamplerCustom", "SamplerCustomAdvanced",
+    "SeedReuseSegmentLoopStart", "SeedReuseSegmentLoopEnd", "SeedReuseBoundarySave", "SeedReusePrefixMerge",
+})
+# Nodes that patch the model together with their conditioning outputs: their outputs are tied to
+# the model patch, so the wrap point is at their inputs (any class with a MODEL input and a MODEL
+# output next to a value output is treated the same way).
+MODEL_PATCHERS = frozenset({"WanInfiniteTalkToVideo"})
+
+SEED_INPUTS = frozenset({"seed", "noise_seed"})
+NOISE_TYPES = frozenset({"NOISE"})
+# A node that takes one of these runs an encoder (or a loader's model) on its inputs.
+ENCODER_MODEL_TYPES = frozenset({"CLIP", "CLIP_VISION", "VAE", "AUDIO_ENCODER"})
+# Outputs the instrumenter never wraps and never walks back through (models, their loaders'
+# products, primitives, sampler parts): no reuse is lost by leaving them as they are.
+SILENT_TYPES = frozenset({
+    "MODEL", "CLIP", "VAE", "CLIP_VISION", "AUDIO_ENCODER", "CONTROL_NET", "UPSCALE_MODEL", "MODEL_PATCH",
+    "STYLE_MODEL", "GLIGEN", "LORA_MODEL", "INT", "FLOAT", "STRING", "BOOLEAN", "COMBO", "SIGMAS", "SAMPLER",
+    "NOISE", "MASK", "VIDEO", "*", SESSION_TYPE,
+})
+
+_C, _L = "CONDITIONING", "LATENT"
+KNOWN_OUTPUTS: dict[str, list[str]] = {
+    "CLIPTextEncode": [_C], "CLIPVisionEncode": ["CLIP_VISION_OUTPUT"], "VAEEncode": [_L],
+    "VAEEncodeForInpaint": [_L], "VAEEncodeTiled": [_L], "WanImageToVideo": [_C, _C, _L],
+    "WanFirstLastFrameToVideo": [_C, _C, _L], "WanVaceToVideo": [_C, _C, _L, "INT"],
+    "Wan22ImageToVideoLatent": [_L], "TextEncodeQwenImageEdit": [_C], "TextEncodeQwenImageEditPlus": [_C],
+    "AudioEncoderEncode": ["AUDIO_ENCODER_OUTPUT"], "ConditioningZeroOut": [_C], "ConditioningCombine": [_C],
+    "ConditioningConcat": [_C], "ConditioningSetTimestepRange": [_C], "FluxGuidance": [_C],
+    "ReferenceLatent": [_C], "CLIPLoader": ["CLIP"], "DualCLIPLoader": ["CLIP"], "CLIPSetLastLayer": ["CLIP"],
+    "CLIPVisionLoader": ["CLIP_VISION"], "VAELoader": ["VAE"], "UNETLoader": ["MODEL"],
+    "CheckpointLoaderSimple": ["MODEL", "CLIP", "VAE"], "AudioEncoderLoader": ["AUDIO_ENCODER"],
+    "LoadImage": ["IMAGE", "MASK"], "LoadAudio": ["AUDIO"], "ImageScale": ["IMAGE"],
+    "ImageScaleToTotalPixels": ["IMAGE"], "WanInfiniteTalkToVideo": ["MODEL", _C, _C, _L, "INT"],
+    "KSampler": [_L], "KSamplerAdvanced": [_L], "SamplerCustom": [_L, _L], "SamplerCustomAdvanced": [_L, _L],
+    "RandomNoise": ["NOISE"], "CFGGuider": ["GUIDER"], "BasicGuider": ["GUIDER"], "KSamplerSelect": ["SAMPLER"],
+    "BasicScheduler": ["SIGMAS"], "EmptyHunyuanLatentVideo": [_L], "EmptyLatentImage": [_L],
+    "EmptySD3LatentImage": [_L], "ModelSamplingSD3": ["MODEL"], "ModelSamplingAuraFlow": ["MODEL"],
+    "LoraLoaderModelOnly": ["MODEL"], "LoraLoader": ["MODEL", "CLIP"], "CFGNorm": ["MODEL"],
+    "VAEDecode": ["IMAGE"], "CreateVideo": ["VIDEO"], "SaveVideo": [], "SaveImage": [], "PreviewImage": [],
+    "SeedReuseSession": [SESSION_TYPE],
+    **{variant: [t, "STRING"] for t, variant in VARIANTS.items()},
+}
+
+
+def is_pack(class_type: str) -> bool:
+    return isinstance(class_type, str) and class_type.startswith(PACK_PREFIX)
+
+
+def is_wrapper(class_type: str) -> bool:
+    return isinstance(class_type, str) and class_type.startswith(ENCODE_PREFIX)
+
+
+def is_boundary(class_type: str, in_types, out_types) -> bool:
+    """Sampling or model patching: nothing at or after this node is seed-independent."""
+    if class_type in SAMPLERS or class_type in MODEL_PATCHERS:
+        return True
+    outs = [t for t in (out_types or []) if t]
+    return "MODEL" in set(in_types or ()) and "MODEL" in outs and any(t in VARIANTS for t in outs)
+
+
+def output_types_from_info(info: dict | None, class_type: str) -> list[str] | None:
+    """Output types of a class from a host's /object_info (``output`` list), else the table."""
+    schema = (info or {}).get(class_type)
+    if isinstance(schema, dict) and isinstance(schema.get("output"), list):
+        return ["COMBO" if isinstance(t, list) else str(t) for t in schema["output"]]
+    known = KNOWN_OUTPUTS.get(class_type)
+    return list(known) if known is not None else None
+
+
+def output_names_from_info(info: dict | None, class_type: str) -> list[str] | None:
+    schema = (info or {}).get(class_type)
+    if isinstance(schema, dict) and isinstance(schema.get("output_name"), list):
+        return [str(n) for n in schema["output_name"]]
+    return None

@@ -1,0 +1,83 @@
+"""UI format -> API format as the canvas' "Queue" / "Export (API)" does, subgraphs expanded.
+
+Each node that runs on the server becomes ``{class_type, inputs, _meta: {title}}`` under its
+flattened id (instance ids and node id joined by ':', the frontend's own ids). Widget values are
+mapped to input names in the host's widget order, which only the host knows: pass its
+``/object_info``. A widget input linked from a subgraph input takes the instance's link, or,
+unlinked there, keeps the inner node's own value (the frontend's promoted widgets store it there).
+Frontend-only nodes (notes, reroutes, primitives) and muted or bypassed nodes are not sent;
+a link through a bypassed node passes its first input of the same type.
+"""
+from __future__ import annotations
+
+from .ui_graph import Resolver, Workflow, computing_nodes
+
+WIDGET_TYPES = ("INT", "FLOAT", "STRING", "BOOLEAN", "COMBO")
+
+
+def widget_layout(schema: dict) -> list:
+    """Names of a node's widgets_values entries in the canvas' order (None: a frontend-only
+    widget such as 'control_after_generate' or an upload button), from its /object_info entry."""
+    names = []
+    inp = schema.get("input") or {}
+    order = schema.get("input_order") or {}
+    for section in ("required", "optional"):
+        specs = inp.get(section) or {}
+        for name in order.get(section, list(specs)):
+            spec = specs.get(name)
+            if not isinstance(spec, (list, tuple)) or not spec:
+                continue
+            t = "COMBO" if isinstance(spec[0], list) else spec[0]
+            opts = spec[1] if len(spec) > 1 and isinstance(spec[1], dict) else {}
+            if t not in WIDGET_TYPES or opts.get("forceInput"):
+                continue
+            names.append(name)
+            if t in ("INT", "COMBO") and opts.get("control_after_generate",
+                                                  t == "INT" and name in ("seed", "noise_seed")):
+                names.append(None)
+            if opts.get("image_upload"):
+                names.append(None)
+            if opts.get("audio_upload"):
+                names += [None, None]
+    return names
+
+
+def convert(ui: dict, object_info: dict, *, overrides: dict | None = None) -> tuple[dict, list]:
+    """(API prompt, problems). ``overrides``: class_type -> widget layout for classes the host
+    lacks. A problem is a string naming a node whose widget values do not fit the host's
+    layout (the values that fit are still mapped) or whose class the host does not know."""
+    wf = Workflow(ui)
+    ctxs = wf.expand()
+    res = Resolver(wf)
+    out, problems = {}, []
+    for ctx, n in computing_nodes(wf, ctxs):
+        key = ctx.key(n["id"])
+        schema = object_info.get(n["type"])
+        layout = (overrides or {}).get(n["type"])
+        if layout is None and isinstance(schema, dict):
+            layout = widget_layout(schema)
+        values = n.get("widgets_values")
+        inputs: dict = {}
+        if isinstance(values, dict):
+            inputs.update({k: v for k, v in values.items() if isinstance(k, str)})
+        elif layout is None:
+            problems.append(f"{key} ({n['type']}): not a class of this host; widgets_values not mapped")
+        else:
+            values = values if isinstance(values, list) else []
+            if len(values) != len(layout):
+                problems.append(f"{key} ({n['type']}): {len(values)} widget values, the host's layout has "
+                                f"{len(layout)}: {layout}")
+            inputs.update({name: v for name, v in zip(layout, values) if name is not None})
+        for slot in n.get("inputs") or []:
+            if slot.get("link") is None:
+                continue
+            r = res.resolve(ctx, slot["link"])
+            if r is None:
+                continue
+            if r[0] == "value":
+                inputs[slot["name"]] = r[1]
+            else:
+                _, sctx, snode, oslot = r
+                inputs[slot["name"]] = [sctx.key(snode["id"]), oslot]
+        out[key] = {"class_type": n["type"], "inputs": inputs, "_meta": {"title": str(n.get("title") or n["type"])}}
+    return out, problems

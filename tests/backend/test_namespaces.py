@@ -1,0 +1,101 @@
+"""Per-user cache namespaces (``<root>/.users/<user>/``): user ids never become unchecked paths,
+a namespace folder that is not a plain directory is refused, and ``gc`` budgets each namespace
+on its own (one user's caches never make room for another's)."""
+from __future__ import annotations
+
+import json
+import os
+
+import pytest
+
+from tests.backend.storehelp import cache_marker, write_version
+from reuse_backend.cli import main as cli
+from reuse_backend.errors import InvalidRequestError
+from reuse_backend.store import Cache, usage
+from reuse_backend.store import namespaces as ns
+from reuse_backend.store.check import check_root
+
+
+@pytest.fixture(autouse=True)
+def _env(monkeypatch):
+    monkeypatch.delenv(usage.ENV_MAX_BYTES, raising=False)
+    monkeypatch.delenv(ns.ENV_SHARED, raising=False)
+
+
+def test_user_root_layout_and_shared_setting(tmp_path, monkeypatch):
+    assert ns.user_root(tmp_path, None) == tmp_path
+    alice = ns.user_root(tmp_path, "alice_1b2c")
+    assert alice == tmp_path / ".users" / "alice_1b2c" and alice.is_dir()
+    monkeypatch.setenv(ns.ENV_SHARED, "1")
+    assert ns.user_root(tmp_path, "alice_1b2c") == tmp_path
+
+
+@pytest.mark.parametrize("bad", ["..", ".", "a/b", "../x", "", "a\x00b", "x" * 200, "..hidden", 7])
+def test_user_ids_are_validated(tmp_path, bad):
+    with pytest.raises(InvalidRequestError) as ei:
+        ns.user_root(tmp_path, bad)
+    assert "comfy-user" in ei.value.fix
+    assert not (tmp_path / ".users").exists() or os.listdir(tmp_path / ".users") == []
+
+
+def test_a_symlinked_namespace_is_refused(tmp_path):
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    root = tmp_path / "root"
+    (root / ".users").mkdir(parents=True)
+    os.symlink(elsewhere, root / ".users" / "mallory_1")
+    with pytest.raises(InvalidRequestError) as ei:
+        ns.user_root(root, "mallory_1")
+    assert "not a directory" in ei.value.message
+    assert [u for u, _ in ns.namespaces(root)] == [None]        # never listed either
+    assert ns.invalid_entries(root) == [".users/mallory_1"]
+
+
+def test_gc_budgets_each_namespace_on_its_own(tmp_path):
+    root = tmp_path
+    a, b = ns.user_root(root, "alice_1"), ns.user_root(root, "bob_2")
+    for i, name in enumerate(("a1", "a2", "a3")):
+        write_version(Cache(a, name), i + 1)
+        os.utime(a / name, (1000 + i,) * 2)
+    write_version(Cache(b, "b1"), 9)
+    os.utime(b / "b1", (1,) * 2)                       # bob's cache is the oldest of all
+    one = usage.root_size(a) // 3 + 4096
+    assert usage.root_size(b) < 2 * one
+    rc = cli(["--root", str(root), "gc", "--max-bytes", str(2 * one), "--json"])
+    assert rc == 0
+    assert cache_marker(Cache(b, "b1")) == 9, "another user's cache was evicted to make room"
+    assert cache_marker(Cache(a, "a1")) is None and cache_marker(Cache(a, "a3")) == 3
+    assert usage.root_size(a) <= 2 * one
+
+
+def test_gc_json_lists_users(tmp_path, capsys):
+    write_version(Cache(ns.user_root(tmp_path, "alice_1"), "x"), 1)
+    assert cli(["--root", str(tmp_path), "gc", "--dry-run", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert list(out["users"]) == ["alice_1"]
+    assert [c["name"] for c in out["users"]["alice_1"]["caches"]] == ["x"]
+
+
+def test_check_root_does_not_call_the_users_folder_orphaned(tmp_path):
+    write_version(Cache(ns.user_root(tmp_path, "alice_1"), "x"), 1)
+    problems = check_root(tmp_path)
+    assert not [p for p in problems if ".users" in json.dumps(p, default=str)], problems
+
+
+def test_check_reports_an_invalid_namespace_and_checks_user_caches(tmp_path, capsys):
+    a = ns.user_root(tmp_path, "alice_1")
+    write_version(Cache(a, "x"), 1)
+    os.symlink(tmp_path, tmp_path / ".users" / "loop_9")
+    problems = check_root(tmp_path)
+    assert [p.code for p in problems if p.code == "orphaned_namespace"] == ["orphaned_namespace"]
+    assert cli(["--root", str(tmp_path), "check"]) == 1
+    assert "orphaned_namespace" in capsys.readouterr().out
+    os.unlink(tmp_path / ".users" / "loop_9")
+    # a damaged file in a user's cache is found by the root-wide check
+    f = next(p for p in (a / "x").iterdir() if p.name.endswith(".safetensors"))
+    data = bytearray(f.read_bytes())
+    data[-1] ^= 0xFF
+    f.write_bytes(bytes(data))
+    assert cli(["--root", str(tmp_path), "check"]) == 1
+    assert cli(["--root", str(tmp_path), "--user", "alice_1", "check", "x"]) == 1
+    assert cli(["--root", str(tmp_path), "--user", "alice_1", "list"]) == 0

@@ -1,0 +1,341 @@
+"""The reuse badges in a real browser, on two frontends and in both node renderers.
+
+Frontends: the host's own (comfyui-frontend-package 1.32.9 for ComfyUI 0.3.75) and the newest
+one on PyPI (tests/browser/newest-frontend.txt, installed under .cache/frontend/ and served with
+--front-end-root). Renderers: classic LiteGraph canvas nodes and the Vue "Nodes 2.0" nodes
+(setting Comfy.VueNodes.Enabled).
+
+For each of the four combinations a tiny Wan 2.1 T2V reuse workflow is loaded and:
+- the Encode-or-Reuse node's badges are entries of its node.badges list (the frontend's
+  node-badge API), beside the host's own badges: in LiteGraph mode every badge the canvas draws
+  for the node is recorded (LGraphBadge.prototype.draw) and ours must not overlap the host's
+  node-source badge; in Vue mode the texts are read from the node's DOM and the boxes of ours and
+  the host's must not intersect;
+- a run is queued: until it ends the badge says "running…" (never the outcome above a stale
+  "next: will encode"), then the outcome ("encoded · …") with the prediction for the next run
+  ("next: will reuse": the seed is randomized after queueing).
+Every example workflow opens readable on a 1280x800 window (the second test): loaded as the
+template browser loads it, at >= 80 % zoom with its note and first nodes in view, no missing
+input file (ComfyUI ships input/example.png; the pack ships example_workflows/inputs/), badges
+from the dry run, and for the segment examples a timeline with its segments before any run.
+Screenshots go to test-artifacts/browser/ and test-artifacts/browser/examples/.
+"""
+from __future__ import annotations
+
+import json
+import shutil
+import uuid
+from importlib import metadata
+from pathlib import Path
+
+import pytest
+
+from seedreuse_lab import host, reuse_graphs
+from seedreuse_lab.graphs import T2V
+
+pytestmark = [pytest.mark.comfy, pytest.mark.browser]
+
+APP = "window.comfyAPI.app.app"
+ENC = "101"
+EXT_BASE = f"/extensions/{host.PACK_LINK_NAME}/"
+RUNNING = "running…"
+
+# Records every LGraphBadge the canvas draws: text, x, width and the node's translation, so the
+# badges of one node can be compared (installed once the frontend has defined the class).
+DRAW_SPY = """() => {
+  const B = window.LGraphBadge;
+  if (!B || B.prototype.__seedreuseSpy) return !!B;
+  const original = B.prototype.draw;
+  window.__badgeDraws = [];
+  B.prototype.draw = function (ctx, x, y, ...rest) {
+    try {
+      const t = ctx.getTransform();
+      window.__badgeDraws.push({ text: String(this.text || ""), x: x + (this.xOffset || 0),
+        w: this.getWidth(ctx), tx: Math.round(t.e), ty: Math.round(t.f) });
+      if (window.__badgeDraws.length > 5000) window.__badgeDraws.splice(0, 2500);
+    } catch (_) { /* recording only */ }
+    return original.call(this, ctx, x, y, ...rest);
+  };
+  B.prototype.__seedreuseSpy = true;
+  return true;
+}"""
+
+
+@pytest.fixture(scope="module", params=["host", "newest"])
+def frontend(request, module_workers, write_ui_settings):
+    """(name, version, worker) of one frontend; the worker serves it."""
+    if request.param == "host":
+        version, extra = metadata.version("comfyui-frontend-package"), []
+    else:
+        version, static = request.getfixturevalue("newest_frontend")
+        extra = ["--front-end-root", str(static)]
+    w = module_workers.one(extra_args=extra)
+    write_ui_settings(w)
+    yield request.param, version, w
+    w.stop()
+
+
+class Page:
+    def __init__(self, browser, worker):
+        self.worker = worker
+        self.console: list[dict] = []
+        self.ctx = browser.new_context(viewport={"width": 1280, "height": 800})
+        self.ctx.route("**/*", lambda route: route.continue_() if route.request.url.startswith(worker.url)
+                       or route.request.url.startswith("data:") else route.abort())
+        self.page = self.ctx.new_page()
+        self.missing: list[str] = []   # URLs answered 404
+        self.page.on("response", lambda r: self.missing.append(r.url) if r.status == 404 else None)
+        self.page.on("console", lambda m: self.console.append(
+            {"type": m.type, "text": m.text, "url": (m.location or {}).get("url", "")}))
+        self.page.on("pageerror", lambda e: self.console.append(
+            {"type": "pageerror", "text": f"{e}\n{getattr(e, 'stack', '') or ''}", "url": ""}))
+
+    def open(self):
+        self.page.goto(self.worker.url + "/", wait_until="domcontentloaded")
+        self.page.wait_for_function("window.__seedreuse && window.__seedreuse.ready === true", timeout=90_000)
+        self.page.wait_for_function(f"!!({APP} && {APP}.graph && {APP}.canvas)", timeout=30_000)
+        return self
+
+    def js(self, expr: str, arg=None):
+        return self.page.evaluate(expr, arg)
+
+    def wait(self, fn: str, arg=None, timeout: float = 60.0, what: str = ""):
+        try:
+            self.page.wait_for_function(fn, arg=arg, timeout=timeout * 1000)
+        except Exception as e:
+            state = self.js("""() => { const s = window.__seedreuse; return { badges: s.badgeDetails,
+                history: (s.badgeHistory || []).slice(-12), errors: s.errors, events: (s.events || []).slice(-4) }; }""")
+            raise AssertionError(f"waited {timeout:.0f} s for {what or fn}; extension state: "
+                                 f"{json.dumps(state)[:4000]}\n{self.worker.log_tail(30)}") from e
+
+    def ours(self) -> list[str]:
+        """Our badge entries of a node, as the frontend reads them."""
+        return [b["text"] for b in self.js("(id) => window.__seedreuse.nodeBadges(id)", ENC) if b["ours"] and b["text"]]
+
+    def vue_texts(self) -> list[str]:
+        """The texts of the leaf elements of the Vue node (empty without a Vue node)."""
+        return self.js("""(id) => {
+            const el = document.querySelector(`[data-node-id="${id}"]`);
+            if (!el) return [];
+            return [...el.querySelectorAll('*')].filter((e) => !e.children.length)
+                .map((e) => e.textContent.trim()).filter((t) => t);
+        }""", ENC)
+
+    def vue_boxes(self, texts: list[str]) -> dict:
+        return self.js("""([id, texts]) => {
+            const el = document.querySelector(`[data-node-id="${id}"]`);
+            const out = {};
+            for (const e of el.querySelectorAll('*')) {
+              const t = e.textContent.trim();
+              if (!e.children.length && texts.includes(t)) {
+                const r = e.getBoundingClientRect();
+                out[t] = [r.left, r.top, r.right, r.bottom];
+              }
+            }
+            return out;
+        }""", [ENC, texts])
+
+    def drawn_row(self) -> list[dict]:
+        """The badges the canvas drew last for the node whose badges include ours."""
+        return self.js("""(text) => {
+            const d = window.__badgeDraws || [];
+            let i = d.length - 1;
+            while (i >= 0 && d[i].text !== text) i--;
+            if (i < 0) return [];
+            const { tx, ty } = d[i];
+            const row = [];
+            for (let j = i; j >= 0 && row.length < 12; j--) {
+              const r = d[j];
+              if (r.tx !== tx || r.ty !== ty) continue;
+              if (row.some((o) => o.text === r.text && o.x === r.x)) break; // the previous frame
+              row.push(r);
+            }
+            return row.reverse();
+        }""", self.ours()[0])
+
+    def center(self):
+        self.js(f"""(id) => {{ const c = {APP}.canvas, n = {APP}.graph.getNodeById(+id);
+            c.ds.scale = 1; c.centerOnNode(n); c.setDirty(true, true); }}""", ENC)
+        self.page.wait_for_timeout(400)
+
+    def our_console_errors(self) -> list[dict]:
+        return [m for m in self.console if m["type"] in ("error", "pageerror")
+                and (EXT_BASE in m["url"] or "[seedreuse]" in m["text"] or EXT_BASE in m["text"].split("\n", 2)[-1][:400])]
+
+
+@pytest.mark.parametrize("mode", ["litegraph", "vue"])
+def test_badges_beside_the_host_badges_and_consistent_during_a_run(frontend, mode, browser, browser_artifacts,
+                                                                   write_ui_settings):
+    name, version, worker = frontend
+    vue = mode == "vue"
+    write_ui_settings(worker, {"Comfy.VueNodes.Enabled": vue})
+    ui = Page(browser, worker).open()
+    try:
+        assert ui.js("() => window.__COMFYUI_FRONTEND_VERSION__") == version
+        assert ui.js(DRAW_SPY), "the frontend exposes no LGraphBadge class"
+        cache = f"browser_badges_{name}_{mode}_{uuid.uuid4().hex[:8]}"
+        prompt = reuse_graphs.t2v_reuse(7, f"badges {cache}", cache_name=cache, text_work_ms=1500)
+        ui.js(f"async (p) => {{ await {APP}.loadApiJson(p, 'seedreuse_badges'); }}", prompt)
+        ui.wait("() => (window.__seedreuse.badge('101') || '').startsWith('will encode')", what="'will encode'")
+        ui.center()
+        before = ui.ours()
+        assert before and before[0].startswith("will encode"), before
+        full = ui.js("() => window.__seedreuse.badge('101')")
+        n = 34 if vue else 44    # a Vue node's badge row shares the node's width: shorter texts
+        assert before[0] == (full if len(full) <= n else full[:n - 1] + "…"), (before, full)
+
+        # the node is rendered by the mode asked for
+        has_vue_node = ui.js(f"() => !!document.querySelector('[data-node-id=\"{ENC}\"]')")
+        assert has_vue_node == vue, f"{mode}: Vue node element present = {has_vue_node}"
+
+        if vue:
+            ui.wait(f"(t) => {{ const el = document.querySelector('[data-node-id=\"{ENC}\"]'); "
+                    f"return !!el && el.textContent.includes(t); }}", before[0], 20, "the badge in the Vue node")
+            texts = ui.vue_texts()
+            assert before[0] in texts, texts
+            # the host's node-source badge is there too, as its own element, and the boxes do not meet
+            assert "SeedReuse" in texts, texts
+            boxes = ui.vue_boxes([before[0], "SeedReuse"])
+            a, b = boxes[before[0]], boxes["SeedReuse"]
+            assert a[2] <= b[0] or b[2] <= a[0] or a[3] <= b[1] or b[3] <= a[1], boxes
+        else:
+            ui.js(f"() => {APP}.canvas.setDirty(true, true)")
+            ui.wait(f"(t) => (window.__badgeDraws || []).some((d) => d.text === t)", before[0], 20,
+                    "the canvas drawing our badge")
+            row = ui.drawn_row()
+            texts = [r["text"] for r in row]
+            assert before[0] in texts, row
+            host_badges = [r for r in row if "SeedReuse" in r["text"] and r["text"] != before[0]]
+            assert host_badges, f"the host's node-source badge is not drawn beside ours: {row}"
+            mine = next(r for r in row if r["text"] == before[0])
+            for h in host_badges:   # side by side: the intervals do not overlap
+                assert mine["x"] >= h["x"] + h["w"] or h["x"] >= mine["x"] + mine["w"], row
+        ui.page.screenshot(path=str(browser_artifacts / f"badges-{name}-{version}-{mode}-before.png"))
+
+        # a run: "running…" until it ends, then the outcome and the next prediction
+        n_hist = ui.js("() => (window.__seedreuse.badgeHistory || []).length")
+        worker.reset_counts()
+        ui.js(f"() => {APP}.queuePrompt(0, 1)")
+        if vue:
+            ui.wait(f"(t) => {{ const el = document.querySelector('[data-node-id=\"{ENC}\"]'); "
+                    f"return !!el && el.textContent.includes(t); }}", RUNNING, 60, "'running…' in the Vue node")
+        else:
+            ui.wait(f"(t) => window.__seedreuse.nodeBadges('{ENC}').some((b) => b.ours && b.text === t)",
+                    RUNNING, 60, "'running…' in node.badges")
+        ui.wait("() => (window.__seedreuse.badge('101') || '').startsWith('encoded')", None, 120, "'encoded'")
+        ui.wait(f"() => window.__seedreuse.nodeBadges('{ENC}').some((b) => b.ours && b.text === 'next: will reuse')",
+                None, 60, "'next: will reuse'")
+        after = ui.ours()
+        assert after[0].startswith("encoded · ") and after[1:] == ["next: will reuse"], after
+        hist = [h for h in ui.js("() => window.__seedreuse.badgeHistory")[n_hist:] if h["key"] == ENC]
+        during = [h for h in hist if h["running"]]
+        assert during and all(h["lines"] == [RUNNING] for h in during), hist
+        first_after = hist.index(during[-1]) + 1
+        assert hist[first_after]["lines"][0].startswith("encoded"), hist
+        assert not any("will encode" in line for h in hist[first_after:] for line in h["lines"]), hist
+        if vue:
+            ui.wait(f"() => {{ const el = document.querySelector('[data-node-id=\"{ENC}\"]'); "
+                    f"return !!el && el.textContent.includes('next: will reuse') && el.textContent.includes('encoded · '); }}",
+                    None, 20, "the outcome in the Vue node")
+        else:
+            ui.js(f"() => {APP}.canvas.setDirty(true, true)")
+            ui.wait("(t) => (window.__badgeDraws || []).some((d) => d.text === t)", after[0], 20,
+                    "the canvas drawing the outcome")
+        ui.center()
+        ui.page.screenshot(path=str(browser_artifacts / f"badges-{name}-{version}-{mode}-after-run.png"))
+        assert worker.counts().get("text_encode") == 1
+        assert ui.js("() => window.__seedreuse.errors") == []
+        assert ui.our_console_errors() == [], ui.our_console_errors()
+    finally:
+        ui.ctx.close()
+
+
+EXAMPLES = sorted((host.REPO_ROOT / "example_workflows").glob("*.json"))
+MIN_SCALE = 0.8
+VIEWPORT = (1280, 800)
+
+# Where the note and the nodes of the loaded graph are on the screen, from the canvas view.
+LAYOUT = """() => {
+  const app = window.comfyAPI.app.app, c = app.canvas, ds = c.ds;
+  const r = c.canvas.getBoundingClientRect(), th = window.LiteGraph.NODE_TITLE_HEIGHT || 30;
+  const box = (n) => {
+    const x = (n.pos[0] + ds.offset[0]) * ds.scale + r.left, y = (n.pos[1] - th + ds.offset[1]) * ds.scale + r.top;
+    return { id: n.id, type: n.type, x, y, w: n.size[0] * ds.scale, h: (n.size[1] + th) * ds.scale };
+  };
+  return { scale: ds.scale, nodes: app.graph.nodes.map(box) };
+}"""
+
+
+def _inside(b: dict, w: float, h: float, whole: bool) -> bool:
+    if whole:
+        return b["x"] >= 0 and b["y"] >= 0 and b["x"] + b["w"] <= w and b["y"] + b["h"] <= h
+    return 0 <= b["x"] < w - 40 and 0 <= b["y"] < h - 20   # the title bar's corner is on the screen
+
+
+def _copy_example_inputs(worker) -> list[str]:
+    """What a user has: ComfyUI's own input/example.png and the pack's example_workflows/inputs/."""
+    worker.input_dir.mkdir(parents=True, exist_ok=True)
+    shutil.copy(host.comfyui_dir() / "input" / "example.png", worker.input_dir / "example.png")
+    names = ["example.png"]
+    for f in sorted((host.REPO_ROOT / "example_workflows" / "inputs").iterdir()):
+        if f.suffix in (".wav", ".png", ".mp3", ".flac"):
+            shutil.copy(f, worker.input_dir / f.name)
+            names.append(f.name)
+    return names
+
+
+# Readability is the layout of the example files, the same for every frontend: one frontend per
+# mode (the badge test above covers all four combinations) keeps the suite's time in check.
+@pytest.mark.parametrize("frontend,mode", [("host", "litegraph"), ("newest", "vue")], indirect=["frontend"])
+def test_examples_open_readable_with_their_inputs_and_timeline(frontend, mode, browser, browser_artifacts,
+                                                              write_ui_settings):
+    name, version, worker = frontend
+    assert EXAMPLES, "example_workflows/*.json: the pack ships example workflows"
+    shipped = _copy_example_inputs(worker)
+    write_ui_settings(worker, {"Comfy.VueNodes.Enabled": mode == "vue"})
+    out = browser_artifacts / "examples"
+    out.mkdir(exist_ok=True)
+    ui = Page(browser, worker).open()
+    problems = []
+    try:
+        for f in EXAMPLES:
+            wf = json.loads(f.read_text())
+            named = sorted({v for n in wf["nodes"] for v in (n.get("widgets_values") or [])
+                            if isinstance(v, str) and Path(v).suffix in (".png", ".jpg", ".wav", ".mp3", ".flac")})
+            missing_inputs = [v for v in named if v not in shipped]
+            if missing_inputs:
+                problems.append(f"{f.name}: names input files nobody ships: {missing_inputs}")
+            ui.missing.clear()
+            # as the template browser opens a template (the saved view restored)
+            ui.js(f"async ([wf, n]) => {{ await {APP}.loadGraphData(wf, true, true, n); }}", [wf, f.stem])
+            ids = ui.js(f"""() => {APP}.graph.nodes.filter((n) => n.type.startsWith('SeedReuseEncode')
+                           || n.type === 'SeedReuseSegmentLoopStart').map((n) => String(n.id))""")
+            for nid in ids:
+                ui.wait(f"() => {{ const t = window.__seedreuse.badge('{nid}') || ''; "
+                        "return t !== '' && !t.startsWith('checking'); }", None, 30, f"{f.name}: badge of {nid}")
+            ui.page.wait_for_timeout(600)
+            lay = ui.js(LAYOUT)
+            if lay["scale"] < MIN_SCALE:
+                problems.append(f"{f.name}: opens at {lay['scale']:.0%} zoom (< {MIN_SCALE:.0%})")
+            notes = [b for b in lay["nodes"] if b["type"] in ("MarkdownNote", "Note")]
+            if not notes or not all(_inside(b, *VIEWPORT, whole=True) for b in notes):
+                problems.append(f"{f.name}: the note is not in view: {notes}")
+            shown = [b for b in lay["nodes"] if b["type"] not in ("MarkdownNote", "Note") and _inside(b, *VIEWPORT, False)]
+            if len(shown) < 3:
+                problems.append(f"{f.name}: only {len(shown)} nodes in view on {VIEWPORT}")
+            for nid in ui.js(f"() => {APP}.graph.nodes.filter((n) => n.type === 'SeedReuseSegmentLoopStart')"
+                             ".map((n) => String(n.id))"):
+                tl = ui.js("(id) => window.__seedreuse.timeline(id)", nid)
+                label = ui.js("(id) => document.querySelector(`.seedreuse-timeline[data-seedreuse-node=\"${id}\"] "
+                              ".seedreuse-timeline-label`)?.textContent || ''", nid)
+                if not tl or not tl["S"] or len(tl["segments"]) != tl["S"] or "unavailable" in label:
+                    problems.append(f"{f.name}: no timeline before the first run: {tl} / {label!r}")
+            lost = [u for u in ui.missing if "/view" in u or "/api/view" in u]
+            if lost:
+                problems.append(f"{f.name}: input files answered 404: {lost}")
+            ui.page.screenshot(path=str(out / f"{f.stem}-{name}-{version}-{mode}.png"))
+        assert not problems, "\n".join(problems)
+        assert ui.js("() => window.__seedreuse.errors") == []
+        assert ui.our_console_errors() == [], ui.our_console_errors()
+    finally:
+        ui.ctx.close()
