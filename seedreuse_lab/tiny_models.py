@@ -71,34 +71,8 @@ def generator_hash() -> str:
 
 def ensure_tiny_models(timeout: float = 300) -> TinyModels:
     """Generate (or reuse) the tiny models. Safe to call from concurrent processes."""
-    digest = generator_hash()
-    final = CACHE_BASE / digest
-    models = final / "models"
-    CACHE_BASE.mkdir(parents=True, exist_ok=True)
-    with open(CACHE_BASE / f"{digest}.lock", "w") as lockf:
-        fcntl.flock(lockf, fcntl.LOCK_EX)
-        report_file = final / "report.json"
-        if report_file.is_file() and all((models / f / n).is_file() for f, n in FILES):
-            return TinyModels(models, False, 0.0, json.loads(report_file.read_text()))
-        tmp = CACHE_BASE / f"{digest}.tmp-{os.getpid()}"
-        shutil.rmtree(tmp, ignore_errors=True)
-        t0 = time.perf_counter()
-        proc = subprocess.run(
-            host.module_command("_gen_tiny_models", host.comfyui_dir(), tmp / "models"),
-            env=host.module_env(with_comfyui=True),
-            cwd=str(host.comfyui_dir()), capture_output=True, text=True, timeout=timeout)
-        seconds = time.perf_counter() - t0
-        if proc.returncode != 0:
-            shutil.rmtree(tmp, ignore_errors=True)
-            raise RuntimeError("tiny model generation failed:\n" + (proc.stdout + proc.stderr)[-4000:])
-        line = [ln for ln in proc.stdout.splitlines() if ln.startswith("SEEDREUSE_TINY_MODELS ")]
-        report = json.loads(line[-1].split(" ", 1)[1]) if line else {}
-        report["subprocess_s"] = round(seconds, 3)
-        report["sha256"] = {f"{f}/{n}": _sha256(tmp / "models" / f / n) for f, n in sorted(FILES)}
-        (tmp / "report.json").write_text(json.dumps(report, indent=1))
-        shutil.rmtree(final, ignore_errors=True)
-        os.replace(tmp, final)
-        return TinyModels(models, True, seconds, report)
+    return generate_cached(generator_hash(), "_gen_tiny_models", FILES, "SEEDREUSE_TINY_MODELS",
+                           timeout=timeout, checksums=True)
 
 
 def link_models_dir(tm: TinyModels, dest: Path) -> Path:
@@ -123,11 +97,12 @@ def _sha256(p: Path) -> str:
 
 
 def generate_cached(digest: str, module: str, files: set, marker: str, *, timeout: float,
-                    prune_prefix: str | None = None) -> TinyModels:
+                    prune_prefix: str | None = None, checksums: bool = False) -> TinyModels:
     """Run generator ``module`` (seedreuse_lab.<module> <comfyui_dir> <out_models_dir>) once into
     CACHE_BASE/<digest>/models, under a lock (safe from concurrent processes); later calls return
     the cached files. ``marker`` prefixes the generator's JSON report line on stdout. With
-    ``prune_prefix``, other finished versions named <prune_prefix>* are removed (large files)."""
+    ``prune_prefix``, other finished versions named <prune_prefix>* are removed (large files);
+    with ``checksums``, the report records each file's sha256."""
     final = CACHE_BASE / digest
     models = final / "models"
     CACHE_BASE.mkdir(parents=True, exist_ok=True)
@@ -150,6 +125,8 @@ def generate_cached(digest: str, module: str, files: set, marker: str, *, timeou
         line = [ln for ln in proc.stdout.splitlines() if ln.startswith(marker + " ")]
         report = json.loads(line[-1].split(" ", 1)[1]) if line else {}
         report["subprocess_s"] = round(seconds, 3)
+        if checksums:       # small files: their sha256 in the report
+            report["sha256"] = {f"{f}/{n}": _sha256(tmp / "models" / f / n) for f, n in sorted(files)}
         (tmp / "report.json").write_text(json.dumps(report, indent=1))
         shutil.rmtree(final, ignore_errors=True)
         os.replace(tmp, final)
