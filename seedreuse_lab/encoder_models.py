@@ -44,15 +44,7 @@ def ensure_encoder_models(timeout: float = 1200) -> tm.TinyModels:
 
 def link_encoders(enc: tm.TinyModels, dest: Path) -> Path:
     """dest/<folder>/<file> -> symlinks to the encoder files. Returns dest."""
-    dest = Path(dest)
-    for folder, name in FILES:
-        d = dest / folder
-        d.mkdir(parents=True, exist_ok=True)
-        link = d / name
-        if link.is_symlink() or link.exists():
-            link.unlink()
-        link.symlink_to(enc.path(folder, name))
-    return dest
+    return tm.link_files(enc, FILES, dest)
 
 
 def models_dir_with_encoders(base: tm.TinyModels, enc: tm.TinyModels, dest: Path) -> Path:

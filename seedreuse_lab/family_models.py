@@ -89,13 +89,5 @@ def ensure_family_models(timeout: float = 900) -> tm.TinyModels:
 
 def models_dir_with_families(base: tm.TinyModels, family: tm.TinyModels, dest: Path) -> Path:
     """dest/<folder>/<file> -> symlinks to the base tiny models and the family models."""
-    dest = Path(dest)
     tm.link_models_dir(base, dest)
-    for folder, name in FILES:
-        d = dest / folder
-        d.mkdir(parents=True, exist_ok=True)
-        link = d / name
-        if link.is_symlink() or link.exists():
-            link.unlink()
-        link.symlink_to(family.path(folder, name))
-    return dest
+    return tm.link_files(family, FILES, dest)

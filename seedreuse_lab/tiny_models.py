@@ -77,14 +77,20 @@ def ensure_tiny_models(timeout: float = 300) -> TinyModels:
 
 def link_models_dir(tm: TinyModels, dest: Path) -> Path:
     """dest/<folder>/<file> -> symlinks into the cache. Returns dest. Idempotent."""
+    return link_files(tm, FILES, dest)
+
+
+def link_files(models: TinyModels, files, dest: Path) -> Path:
+    """dest/<folder>/<name> -> a symlink to models.path(folder, name) for each (folder, name) of
+    ``files``, replacing what was there. Returns dest. Idempotent."""
     dest = Path(dest)
-    for folder, name in FILES:
+    for folder, name in files:
         d = dest / folder
         d.mkdir(parents=True, exist_ok=True)
         link = d / name
         if link.is_symlink() or link.exists():
             link.unlink()
-        link.symlink_to(tm.path(folder, name))
+        link.symlink_to(models.path(folder, name))
     return dest
 
 
