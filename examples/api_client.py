@@ -4,6 +4,10 @@
     python examples/api_client.py --server http://127.0.0.1:8188 \\
         --workflow example_workflows/api/wan21_i2v_segment_reuse.json --cache-name my-session
 
+The API twins in example_workflows/api/ keep snake_case ids; the UI workflows next to them are
+named by their titles (what the template browser shows), e.g. "example_workflows/Wan 2.1 long
+video, keep the first N segments.json", and name their twin in extra.seedreuse_example.api.
+
 Steps (each one waits until the previous prompt has finished successfully):
 
   1. first    reuse=off, the workflow's seed: a normal run that builds the cache
@@ -287,7 +291,8 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description="SeedReuse serial-contract client (first run, seed change, "
                                              "segment resume) over ComfyUI's HTTP API.")
     ap.add_argument("--server", default="http://127.0.0.1:8188")
-    ap.add_argument("--workflow", required=True, help="an API-format workflow (e.g. example_workflows/api/*.json)")
+    ap.add_argument("--workflow", required=True, help="an API-format workflow (e.g. example_workflows/api/*.json; "
+                    "a UI workflow names its twin in extra.seedreuse_example)")
     ap.add_argument("--cache-name", default="api-client", help="cache to use (one per serial session)")
     ap.add_argument("--set", dest="sets", action="append", type=parse_set, default=[], metavar="NODE.INPUT=VALUE")
     ap.add_argument("--steps", default="first,reuse,resume")

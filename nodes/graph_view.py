@@ -24,10 +24,12 @@ SLOT_IO_TYPES: dict[str, str] = {}
 class GraphView:
     """node_id -> node dict, over the original prompt plus nodes added by expansion."""
 
-    def __init__(self, prompt: dict | None, dynprompt=None):
+    def __init__(self, prompt: dict | None, dynprompt=None, resolved: dict | None = None):
         self.prompt = prompt or {}
         self.dynprompt = dynprompt
         self._passthrough: dict | None = None
+        # file identities shared by every key of one request (the prompt context keeps it)
+        self.resolved = resolved if resolved is not None else {}
 
     def get(self, node_id):
         if self.dynprompt is not None:
@@ -67,7 +69,8 @@ def upstream_fields(view: GraphView, link, label: str) -> dict:
     return graph_key.describe_upstream(view, link, label=label, resolver=host.resolve_file,
                                        skip_inputs=own_skip_inputs(view),
                                        passthrough=passthrough_classes(view),
-                                       ignore_change_token=lambda ct: ct.startswith(PREFIX))
+                                       ignore_change_token=lambda ct: ct.startswith(PREFIX),
+                                       resolved=view.resolved)
 
 
 def slot_key(view: GraphView, node_id: str, io_type: str) -> ReuseKey:
@@ -101,7 +104,8 @@ def segment_static_key(view: GraphView, end_id: str, spec) -> ReuseKey:
     skip[PROMPT_ID] = ("prompts",)      # literal lines are per segment; a linked text stays static (below)
     fields = graph_key.describe_upstream(view, [end_id, 0], label="segments", resolver=host.resolve_file,
                                          skip_inputs=skip, passthrough=passthrough_classes(view),
-                                         ignore_change_token=lambda ct: ct.startswith(PREFIX))
+                                         ignore_change_token=lambda ct: ct.startswith(PREFIX),
+                                         resolved=view.resolved)
     for nid, node in sorted((view.prompt or {}).items()):
         link = ((node.get("inputs") or {}).get("prompts") if isinstance(node, dict)
                 and node.get("class_type") == PROMPT_ID else None)

@@ -99,7 +99,8 @@ class SeedReuseSegmentLoopStart(io.ComfyNode):
             total_frames = max(1, math.ceil(seconds * fps - 1e-9))
         spec = make_spec(F, M, fps, total_frames)
         uid = cls.hidden.unique_id
-        view = GraphView(cls.hidden.prompt, cls.hidden.dynprompt)
+        ctx = transactions.current()
+        view = GraphView(cls.hidden.prompt, cls.hidden.dynprompt, resolved=ctx.resolved)
         end_id = find_end_node(view, uid)
         if end_id is None:
             raise InvalidRequestError("Segment Loop Start has no Segment Loop End",
@@ -110,7 +111,6 @@ class SeedReuseSegmentLoopStart(io.ComfyNode):
         request = segment_validity.request_validity(
             segment_static_key(view, end_id, spec), spec, audio=audio, audio_features=audio_features,
             audio_source=segment_audio_source_key(view, uid), prompts=segment_prompts(view, uid))
-        ctx = transactions.current()
         st = ctx.transaction(session.root, session.name)
         takes = segment_takes.read_takes(st.tx.base)
         N, why = session.prefix_segments, ""

@@ -60,6 +60,7 @@ class PromptContext:
     notes: dict = field(default_factory=dict)      # free-form per node data
     snapshots: dict = field(default_factory=dict)  # (root, name) -> read-only Snapshot | None
     used_slots: dict = field(default_factory=dict)  # (root, name) -> slots served or staged
+    resolved: dict = field(default_factory=dict)    # file identities shared by the prompt's keys
 
     def snapshot(self, root: str, name: str):
         """The committed version this prompt reads: the open transaction's base, else one

@@ -1,6 +1,6 @@
 """SeedReuse benchmarks: prints ONE table; every row is measured in this run (medians over repeats).
 
-    scripts/bench.sh [--repeats 5] [--only encoder,realenc,cachenone,umt5,segments,merge,cacheio,memory,gpu]
+    scripts/bench.sh [--repeats 5] [--only encoder,realenc,cachenone,umt5,segments,takes,merge,cacheio,memory,gpu]
                      [--real-repeats 3] [--json FILE]
 
 Sections (each measured side by side, interleaved, medians):
@@ -11,6 +11,8 @@ Sections (each measured side by side, interleaved, medians):
             (seedreuse_lab/bench_real.py; medians over --real-repeats, default 3: a cold run encodes
             the real ViT-H, seconds on 2 cores).
   segments  resume at N of S vs (S-N)/S of a full run, same worker, warm.
+  takes     take history (seedreuse_lab/bench_takes.py): extending a finished S-segment take to S+2
+            vs generating 2 segments from scratch; the cache's disk with K=3 vs K=1 kept takes.
   merge     stream-copy prefix merge vs an anchor-style full re-encode (bench_merge), prefix PSNR
             after 5 chained reuses.
   cacheio   plain backend: Cache.snapshot().load_slot/load_boundary throughput vs a raw sequential
@@ -37,10 +39,10 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 
-from seedreuse_lab import host
+from seedreuse_lab import host, raw_read
 
 ROWS: list[dict] = []
-SECTIONS = ("encoder", "realenc", "cachenone", "umt5", "segments", "merge", "cacheio", "memory", "gpu")
+SECTIONS = ("encoder", "realenc", "cachenone", "umt5", "segments", "takes", "merge", "cacheio", "memory", "gpu")
 
 
 def log(*a):
@@ -281,23 +283,9 @@ _RAW_BUF: list = []
 
 
 def raw_read_fresh(root: Path, name: str) -> int:
-    """Sequential read of every artifact file into a new buffer per file (what any loader has
-    to do: the bytes land in fresh memory, page faults included; no parsing)."""
-    n, d = 0, root / name
-    for f in sorted(os.listdir(d)):
-        if f.endswith(".safetensors"):
-            with open(d / f, "rb", buffering=0) as fh:
-                size = os.fstat(fh.fileno()).st_size
-                buf = bytearray(size)
-                view, got = memoryview(buf), 0
-                while got < size:
-                    k = fh.readinto(view[got:])
-                    if not k:
-                        break
-                    got += k
-                n += got
-                del view, buf
-    return n
+    """Sequential read of every artifact file into new buffers that stay alive together, as a
+    load's values do (seedreuse_lab/raw_read.py says why; no parsing)."""
+    return raw_read.read_files(raw_read.artifact_files(root / name))
 
 
 def _raw_read(root: Path, name: str) -> int:
@@ -675,13 +663,14 @@ def main(argv=None) -> int:
     tmp.mkdir(parents=True, exist_ok=True)
     failures = []
     from types import SimpleNamespace
-    from seedreuse_lab import bench_real
+    from seedreuse_lab import bench_real, bench_takes
     helpers = SimpleNamespace(row=row, fmt_s=fmt_s, med=med, log=log, timed=_timed)
     steps = {"encoder": lambda: bench_encoder(tmp, a.repeats),
              "realenc": lambda: bench_real.bench_real_encoders(tmp, a.real_repeats, helpers),
              "cachenone": lambda: bench_real.bench_cache_none(tmp, a.real_repeats, helpers),
              "umt5": lambda: bench_real.bench_umt5(tmp, helpers),
              "segments": lambda: bench_segments(tmp, a.repeats, a.seg_n, a.seg_steps, a.seg_size),
+             "takes": lambda: bench_takes.bench_takes(tmp, a.repeats, a.seg_steps, a.seg_size, helpers),
              "merge": lambda: bench_merge_row(tmp, a.merge),
              "cacheio": lambda: bench_cacheio(tmp, a.repeats),
              "memory": lambda: bench_memory(tmp),

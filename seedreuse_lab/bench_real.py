@@ -17,18 +17,18 @@
 from __future__ import annotations
 
 import json
-import os
 import statistics
 import subprocess
 import time
 from pathlib import Path
 
 from . import encoder_models as em
-from . import graphs, host
+from . import graphs, host, raw_read
 from . import tiny_models as tm
 from .graphs import AUDIO, I2V, link
 
 AUDIO_S = 5.0
+STEPS = (2, 20)     # sampler steps of the queue -> sampler-start comparison (it should not depend on them)
 ENC_NODES = {I2V.CLIP_VISION_LOADER: "ViT-H load", I2V.CLIP_VISION_ENCODE: "ViT-H encode (224 px)",
              AUDIO.LOADER: "wav2vec2 base load", AUDIO.ENCODE: f"wav2vec2 base encode ({AUDIO_S:g} s)"}
 
@@ -68,22 +68,14 @@ def _restored_bytes(root: Path, cache: str, res) -> tuple[int, list[str]]:
 
 
 def _raw_read_s(root: Path, cache: str, slots: list[str], repeats: int = 5) -> float:
-    """Median seconds to read the restored slot files into fresh buffers (page cache warm, as the
-    hit's own reads were): the part of the hit's cost that its bytes explain."""
+    """Median seconds to read the restored slot files into new buffers alive together (page
+    cache warm, as the hit's own reads were; raw_read.py): the part of the hit's cost that its
+    bytes explain."""
     paths = [root / cache / f"slot_{s}.safetensors" for s in slots]
     times = []
     for _ in range(repeats):
         t = time.perf_counter()
-        for p in paths:
-            with open(p, "rb", buffering=0) as fh:
-                buf = bytearray(os.fstat(fh.fileno()).st_size)
-                view, got = memoryview(buf), 0
-                while got < len(buf):
-                    k = fh.readinto(view[got:])
-                    if not k:
-                        break
-                    got += k
-                del view
+        raw_read.read_files(paths)
         times.append(time.perf_counter() - t)
     return statistics.median(times)
 
@@ -107,7 +99,8 @@ def bench_real_encoders(tmp: Path, R: int, b) -> None:
 
     seed = iter(range(5000, 100000))
     cold, hit, same, node_s, restored, raw = [], [], [], {n: [] for n in ENC_NODES}, [], []
-    pre = {"same": [], "hit": []}     # queue -> KSampler start: what a request costs before sampling
+    # queue -> KSampler start (what a request costs before sampling), per sampler step count
+    pre = {(kind, steps): [] for kind in ("same", "hit") for steps in STEPS}
     g = _workers(tmp, "real", 2)
     try:
         A, B = g
@@ -122,21 +115,28 @@ def bench_real_encoders(tmp: Path, R: int, b) -> None:
             d = _durations(st, r.seconds)
             for n in ENC_NODES:
                 node_s[n].append(d[n])
-            # ComfyUI's own same-process re-queue (plain graph, no pack): B warm, encoders cached in memory
-            t = f"same {k}"
-            B.run(_graph(next(seed), t, cache_name=None), timeout=1800).raise_for_status()
-            r, st = _timed(B, _graph(next(seed), t, cache_name=None), timeout=1800)
-            assert not any(n in r.executed for n in ENC_NODES), r.executed
-            same.append(r.seconds)
-            pre["same"].append(st[I2V.SAMPLER])
-            # the cross-worker hit: B re-queues A's request with a new seed
-            r, st = _timed(B, _graph(next(seed), f"cold {k}", cache_name=f"real{k}", reuse="require"),
-                           timeout=1800)
-            assert not any(n in r.executed for n in ENC_NODES) and I2V.SAMPLER in r.executed, r.executed
-            hit.append(r.seconds)
-            pre["hit"].append(st[I2V.SAMPLER])
-            restored.append(_restored_bytes(g.cache_root, f"real{k}", r))
-            raw.append(_raw_read_s(g.cache_root, f"real{k}", restored[-1][1]))
+            for steps in STEPS:
+                # ComfyUI's own same-process re-queue (plain graph, no pack): B warm, encoders in memory
+                t = f"same {k}"
+                B.run(_graph(next(seed), t, cache_name=None, steps=steps), timeout=1800).raise_for_status()
+                r, st = _timed(B, _graph(next(seed), t, cache_name=None, steps=steps), timeout=1800)
+                assert not any(n in r.executed for n in ENC_NODES), r.executed
+                pre[("same", steps)].append(st[I2V.SAMPLER])
+                if steps == STEPS[0]:
+                    same.append(r.seconds)
+                # the cross-worker hit: B re-queues A's request with a new seed (B's first use of
+                # this cache: a new cache per repeat)
+                cache = f"real{k}" if steps == STEPS[0] else f"real{k}s{steps}"
+                if steps != STEPS[0]:
+                    A.run(_graph(next(seed), f"cold {k}", cache_name=cache, reuse="off"), timeout=1800).raise_for_status()
+                r, st = _timed(B, _graph(next(seed), f"cold {k}", cache_name=cache, reuse="require", steps=steps),
+                               timeout=1800)
+                assert not any(n in r.executed for n in ENC_NODES) and I2V.SAMPLER in r.executed, r.executed
+                pre[("hit", steps)].append(st[I2V.SAMPLER])
+                if steps == STEPS[0]:
+                    hit.append(r.seconds)
+                    restored.append(_restored_bytes(g.cache_root, cache, r))
+                    raw.append(_raw_read_s(g.cache_root, cache, restored[-1][1]))
     finally:
         g.stop()
     area = "encoder reuse, REAL encoders (I2V 64x64 9 frames, 2 steps; ViT-H/14 + wav2vec2 base, random weights)"
@@ -149,16 +149,18 @@ def bench_real_encoders(tmp: Path, R: int, b) -> None:
     row(area, "cross-worker re-queue, new seed, reuse=require (hit: 0 loader/encoder runs)", fmt_s(hit), "", None,
         f"restored {nbytes / 1e6:.2f} MB from the cache ({', '.join(slots)}); saved {med(cold) - med(hit):.1f} s "
         f"vs cold; vs same-process {med(hit) / med(same):.2f}x")
-    row(area, "queue -> KSampler start, same-process / cross-worker hit",
-        f"{1000 * med(pre['same']):.0f} ms / {1000 * med(pre['hit']):.0f} ms", "", None,
-        "the hit's own cost before sampling (Session, Encode-or-Reuse restores, snapshot); the rest of "
-        "both runs is the same sampling + decode + save")
-    bound = med(pre["same"]) + med(raw) + 0.003
-    row(area, "hit overhead: cross-worker (queue -> sampler) vs same-process + raw read of its bytes + 3 ms",
-        f"{1000 * med(pre['hit']):.0f} ms vs {1000 * med(pre['same']):.0f} + {1000 * med(raw):.1f} + 3 ms",
-        "<= bound", med(pre["hit"]) <= bound,
-        f"raw read: {nbytes / 1e6:.1f} MB into fresh buffers, page cache warm; 2 sampler steps (the time "
-        "before the sampler starts does not depend on the step count)")
+    for steps in STEPS:
+        s_, h_ = med(pre[("same", steps)]), med(pre[("hit", steps)])
+        row(area, f"queue -> KSampler start at {steps} steps, same-process / cross-worker hit",
+            f"{1000 * s_:.1f} ms / {1000 * h_:.1f} ms", "", None,
+            "the hit's own cost before sampling (Session, Encode-or-Reuse restores, snapshot); the rest of "
+            "both runs is the same sampling + decode + save")
+        bound = s_ + med(raw) + 0.003
+        row(area, f"hit overhead at {steps} steps: cross-worker (queue -> sampler) vs same-process + raw read "
+            "of its bytes + 3 ms", f"{1000 * h_:.1f} ms vs {1000 * s_:.1f} + {1000 * med(raw):.1f} + 3 ms",
+            "<= bound", h_ <= bound,
+            f"raw read: {nbytes / 1e6:.1f} MB into new buffers kept alive together (seedreuse_lab/raw_read.py), "
+            "page cache warm")
 
 
 def bench_cache_none(tmp: Path, R: int, b) -> None:

@@ -12,6 +12,7 @@ Import the harness as ``from seedreuse_lab import graphs, worker`` (the reposito
 from __future__ import annotations
 
 import os
+import shutil
 import sys
 from pathlib import Path
 
@@ -140,11 +141,12 @@ class WorkerFactory:
 
     def __call__(self, n: int = 1, *, env: dict | None = None, extra_args=(), models_dir: Path | None = None,
                  custom_nodes=None, cache_root: Path | None = None, name_prefix: str | None = None,
-                 startup_timeout: float = 120.0) -> WorkerGroup:
+                 startup_timeout: float = 120.0, api_nodes: bool = False) -> WorkerGroup:
         prefix = name_prefix or f"g{len(self.groups)}w"
         group = WorkerGroup(self.base, n, models_dir=models_dir or self.models_dir,
                             cache_root=cache_root or self.cache_root, env=env, custom_nodes=custom_nodes,
-                            extra_args=extra_args, name_prefix=prefix, startup_timeout=startup_timeout)
+                            extra_args=extra_args, name_prefix=prefix, startup_timeout=startup_timeout,
+                            api_nodes=api_nodes)
         self.groups.append(group)
         group.start()
         return group
@@ -191,6 +193,30 @@ def comfy_worker(module_workers) -> ComfyWorker:
     """One started worker shared by the tests of a module (its in-memory cache persists between
     them: call worker.free() or use unique seeds/texts if a test needs cold execution)."""
     return module_workers.one()
+
+
+@pytest.fixture(scope="module")
+def _module_pair(module_workers):
+    a, b = module_workers(2)
+    for w in (a, b):
+        graphs.write_test_image(Path(w.input_dir) / "ref.png", seed=7)
+    return a, b, module_workers.cache_root
+
+
+@pytest.fixture
+def pair_over_empty_root(_module_pair):
+    """(a, b, cache_root): the module's two workers (started once per module, ~12 s per test
+    saved on 2 cores) over an EMPTY cache root, so each test starts from no cache; both have
+    input/ref.png. Worker state that outlives a test cannot change the next one's results:
+    every SeedReuse node's in-memory cache key carries the process's transaction epoch, which
+    each run that stages anything changes; the stand-in counters (process-wide) are reset here.
+    For a test that stops, kills or restarts a worker, use comfy_workers (fresh processes)."""
+    a, b, root = _module_pair
+    for p in list(root.iterdir()):
+        shutil.rmtree(p) if p.is_dir() and not p.is_symlink() else p.unlink()
+    for w in (a, b):
+        w.reset_counts()
+    return a, b, root
 
 
 # ------------------------------------------------------------------ prompt helpers

@@ -1,10 +1,15 @@
 """The example workflows in example_workflows/ and the node reference docs/NODES.md.
 
 - every UI workflow (example_workflows/*.json, also other engineers' files as they appear) is a
-  well-formed LiteGraph file with a thumbnail and an API twin in example_workflows/api/;
+  well-formed LiteGraph file named by its human title (the template browser shows the file name as
+  the card's title and description), with a thumbnail and the API twin it names in
+  extra.seedreuse_example (example_workflows/api/<id>.json: seedreuse_lab/tools/example_files.py);
 - the UI file converted to API format with the host's /object_info widget order equals its twin;
 - every node type exists on the host, except the few in NOT_ON_TEST_HOST (with the reason);
-- ComfyUI serves them to the template browser (GET /workflow_templates, .json, .jpg);
+- the Wan 2.1 files are what seedreuse_lab/tools/build_wan21_examples.py writes from the worker's
+  /object_info (the family examples: tests/families/test_family_examples.py);
+- ComfyUI serves them to the template browser (GET /workflow_templates lists the human titles,
+  each with its .json and .jpg);
 - every API twin passes ComfyUI's own validation (POST /prompt with the tiny models substituted
   for the model files; queued behind a slow prompt and removed before it executes);
 - the Wan 2.1 examples run end to end (tiny models, stand-in encoders), and a seed change then
@@ -28,6 +33,7 @@ import pytest
 
 from seedreuse_lab import graphs, host
 from seedreuse_lab import tiny_models as tm
+from seedreuse_lab.tools import example_files
 from seedreuse_lab.worker import PromptRejected
 
 pytestmark = pytest.mark.comfy
@@ -70,7 +76,12 @@ PLACEHOLDER_FOLDERS = ("loras", "model_patches", "checkpoints", "upscale_models"
 
 
 def _twin(ui_path: Path) -> Path:
-    return API_DIR / ui_path.name
+    """The API twin the UI file names (extra.seedreuse_example.api); its absence fails
+    test_ui_file_names_its_api_twin, so here a missing pairing points at a file that is not there."""
+    try:
+        return example_files.api_twin(ui_path)
+    except LookupError:
+        return API_DIR / f"{ui_path.stem} (no extra.{example_files.PAIRING_KEY})"
 
 
 def _load(p: Path) -> dict:
@@ -78,7 +89,8 @@ def _load(p: Path) -> dict:
 
 
 def _ids(paths):
-    return [p.stem for p in paths]
+    """Test ids: the example's id (its API twin's stem), the file's stem for an unpaired file."""
+    return [example_files.example_id(_load(p)) or p.stem for p in paths]
 
 
 # ====================================================================== fixtures
@@ -273,8 +285,33 @@ def for_test_host(api: dict, info: dict, *, execute: bool, image: str = "example
 # ====================================================================== static checks (no worker)
 
 def test_there_are_wan21_examples():
-    have = {p.stem for p in UI_FILES}
+    have = set(example_files.pairs(EXAMPLES))
     assert set(WAN21) <= have, f"missing Wan 2.1 examples: {sorted(set(WAN21) - have)}"
+
+
+@pytest.mark.parametrize("ui_path", UI_FILES, ids=_ids(UI_FILES))
+def test_ui_file_is_named_by_a_human_title_and_names_its_api_twin(ui_path):
+    """The template browser shows the file name as the card's title and (with "-" and "_" as
+    spaces) its description: a title, not an id. The UI file names its API twin, which keeps
+    the snake_case id API clients and the docs use."""
+    ui = _load(ui_path)
+    eid = example_files.example_id(ui)
+    assert eid, f"{ui_path.name} names no API twin in extra.{example_files.PAIRING_KEY}"
+    assert ui["extra"][example_files.PAIRING_KEY] == example_files.pairing(eid)
+    assert example_files.api_twin(ui_path) == API_DIR / f"{eid}.json"
+    assert ui_path.stem != eid
+    assert example_files.title_problems(ui_path.stem) == [], (ui_path.stem, example_files.title_problems(ui_path.stem))
+    assert ui["id"] == str(uuid.uuid5(uuid.NAMESPACE_URL, f"seedreuse/example_workflows/{eid}")), \
+        "the workflow id follows the example id (stable across title changes)"
+
+
+def test_title_rules_reject_ids_and_separators():
+    """The rule the titles above are held to can fail: ids, "_", " - " and Windows-illegal names."""
+    assert example_files.title_problems("Wan 2.1 long video, keep the first N segments") == []
+    assert example_files.title_problems("Qwen-Image-Edit, reuse prompt and image encodings") == []
+    for bad in ("wan21_i2v_segment_reuse", "Wan 2.1 I2V - keep N segments", "Wan 2.1: segments",
+                "Wan 2.1 video?", "x" * 80, "Wanvideo"):
+        assert example_files.title_problems(bad), bad
 
 
 def test_examples_folder_holds_no_templates():
@@ -337,9 +374,12 @@ def test_ui_file_has_thumbnail(ui_path):
         assert im.format == "JPEG" and min(im.size) >= 128
 
 
-def test_every_api_twin_has_a_ui_file():
-    orphans = [p.name for p in API_DIR.glob("*.json") if not (EXAMPLES / p.name).is_file()]
-    assert not orphans, f"API twins without a UI workflow: {orphans}"
+def test_every_api_twin_has_exactly_one_ui_file():
+    named = [example_files.example_id(_load(p)) for p in UI_FILES]
+    orphans = [p.name for p in API_DIR.glob("*.json") if p.stem not in named]
+    assert not orphans, f"API twins no UI workflow names (extra.{example_files.PAIRING_KEY}): {orphans}"
+    twice = sorted({i for i in named if i and named.count(i) > 1})
+    assert not twice, f"API twins named by two UI workflows: {twice}"
 
 
 # ====================================================================== against the host
@@ -349,6 +389,28 @@ def test_node_types_exist_on_host(ui_path, object_info):
     used = {n["type"] for n in _load(ui_path)["nodes"]} | {n["class_type"] for n in _load(_twin(ui_path)).values()}
     missing = sorted(t for t in used - FRONTEND_ONLY if t not in object_info and t not in NOT_ON_TEST_HOST)
     assert not missing, f"{ui_path.name}: node types not on the host and not allowlisted: {missing}"
+
+
+def test_wan21_examples_are_up_to_date(object_info):
+    """seedreuse_lab/tools/build_wan21_examples.py, run against this worker's /object_info, writes
+    exactly the Wan 2.1 files: the UI file under its title (with the pairing in extra) and the API
+    twin under its id. Regenerate with `python -m seedreuse_lab.tools.build_wan21_examples`."""
+    from seedreuse_lab.tools import build_wan21_examples as b21
+    info = dict(object_info)
+    for k, v in b21.FALLBACK_SCHEMAS.items():
+        info.setdefault(k, v)
+    assert set(b21.BUILDERS) == set(b21.TITLES) == set(WAN21)
+    stale = []
+    for name, build in b21.BUILDERS.items():
+        wf = build(info)
+        ui_file, thumb, api_file = b21.FILES[name]
+        for path, obj in ((EXAMPLES / ui_file, wf.to_ui()), (EXAMPLES / api_file, wf.to_api())):
+            if not path.is_file() or _load(path) != json.loads(json.dumps(obj)):
+                stale.append(str(path.relative_to(REPO)))
+        if not (EXAMPLES / thumb).is_file():
+            stale.append(f"example_workflows/{thumb} (missing)")
+    assert not stale, ("Wan 2.1 examples out of date (regenerate with `python -m "
+                       "seedreuse_lab.tools.build_wan21_examples --server <worker url>`): " + ", ".join(stale))
 
 
 @pytest.mark.parametrize("ui_path", UI_FILES, ids=_ids(UI_FILES))
@@ -381,16 +443,25 @@ def test_ui_and_api_twin_agree(ui_path, object_info):
 
 
 def test_templates_are_served_to_the_template_browser(worker):
+    """GET /workflow_templates lists the pack's templates by file stem: the template browser's
+    card title and description. They are the human titles, never the snake_case ids, and each
+    one's JSON and .jpg thumbnail are served under the name the frontend asks for (URL-quoted,
+    as the browser's fetch and <img> send a name with spaces and commas)."""
+    from urllib.parse import quote
     listing = worker.get_json("/workflow_templates")
     ours = listing.get(TEMPLATE_MODULE)
     assert ours is not None, f"{TEMPLATE_MODULE} not in /workflow_templates: {listing}"
     assert sorted(ours) == sorted(p.stem for p in UI_FILES), "api/ twins must not be listed as templates"
-    for p in UI_FILES:
-        served = worker.get_json(f"/api/workflow_templates/{TEMPLATE_MODULE}/{p.name}")
+    ids = set(example_files.pairs(EXAMPLES))
+    assert ids and not ids & set(ours), f"templates listed by id instead of title: {sorted(ids & set(ours))}"
+    assert all(" " in name and "_" not in name for name in ours), ours
+    for name in ours:
+        assert example_files.title_problems(name) == [], (name, example_files.title_problems(name))
+        p = EXAMPLES / f"{name}.json"
+        served = worker.get_json(f"/api/workflow_templates/{TEMPLATE_MODULE}/{quote(name)}.json")
         assert served == _load(p)
-        if p.with_suffix(".jpg").is_file():   # a missing one fails test_ui_file_has_thumbnail
-            status, raw = worker._request("GET", f"/api/workflow_templates/{TEMPLATE_MODULE}/{p.stem}.jpg")
-            assert status == 200 and raw == p.with_suffix(".jpg").read_bytes()
+        status, raw = worker._request("GET", f"/api/workflow_templates/{TEMPLATE_MODULE}/{quote(name)}.jpg")
+        assert status == 200 and raw == p.with_suffix(".jpg").read_bytes(), (name, status)
 
 
 def _queue_blocker(worker) -> str:
@@ -419,7 +490,7 @@ def test_every_api_twin_validates_on_host(worker, object_info):
             prompt = for_test_host(_load(_twin(ui_path)), object_info, execute=False)
             missing = sorted({n["class_type"] for n in prompt.values()} - set(object_info))
             if missing:
-                skipped[ui_path.stem] = missing   # allowlisted newer-host nodes: cannot validate here
+                skipped[_twin(ui_path).stem] = missing   # allowlisted newer-host nodes: cannot validate here
                 continue
             try:
                 queued.append(worker.queue(prompt))

@@ -47,11 +47,8 @@ def cache_state(root: Path, name="segments") -> tuple:
 
 
 @pytest.fixture
-def two_workers(comfy_workers):
-    a, b = comfy_workers(2)
-    for w in (a, b):
-        graphs.write_test_image(Path(w.input_dir) / "ref.png", seed=7)
-    return a, b, comfy_workers.cache_root
+def two_workers(pair_over_empty_root):
+    return pair_over_empty_root
 
 
 def test_full_run_then_exact_resume_on_another_worker(two_workers):

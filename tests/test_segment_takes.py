@@ -117,11 +117,8 @@ def refused(worker, prompt, root, before_files, *needles) -> str:
 
 
 @pytest.fixture
-def ab(comfy_workers):
-    a, b = comfy_workers(2)
-    for w in (a, b):
-        graphs.write_test_image(Path(w.input_dir) / "ref.png", seed=7)
-    return a, b, comfy_workers.cache_root
+def ab(pair_over_empty_root):
+    return pair_over_empty_root
 
 
 def test_extend_a_finished_take_with_a_longer_track(ab, tmp_path):

@@ -1,5 +1,7 @@
 """docs/SUPPORT_MATRIX.md stays true: every test its table names exists, every family test (file
-and function) is named in it, and every example it names exists with its API twin. No worker."""
+and function) is named in it, and every example it names exists with its API twin (the UI files
+are named by their titles, with spaces and commas; each names its twin api/<id>.json in
+extra.seedreuse_example, seedreuse_lab/tools/example_files.py). No worker."""
 from __future__ import annotations
 
 import ast
@@ -8,13 +10,16 @@ from pathlib import Path
 
 import pytest
 
+from seedreuse_lab.tools import example_files
+
 REPO = Path(__file__).resolve().parents[1]
 DOC = REPO / "docs" / "SUPPORT_MATRIX.md"
 FAMILIES = REPO / "tests" / "families"
 # test files of tests/families that are not a family row (checked elsewhere, named in the prose)
 NOT_A_FAMILY_ROW = {"test_family_examples.py"}
 TEST_REF = re.compile(r"`(tests/[\w/]+\.py)::(\w+)`")
-EXAMPLE_REF = re.compile(r"`(example_workflows/[\w.-]+\.json)`")
+# `example_workflows/<Title>.json` (a UI file: any characters but ` and /) or `example_workflows/api/<id>.json`
+EXAMPLE_REF = re.compile(r"`(example_workflows/(?:api/)?[^`/]+\.json)`")
 
 
 def parse_matrix(text: str) -> list[dict]:
@@ -96,15 +101,38 @@ def test_every_family_test_is_named(rows):
 
 
 def test_named_examples_exist_with_api_twins(rows):
-    missing = []
+    missing, named = [], 0
     for r in rows:
-        for path in EXAMPLE_REF.findall(r.get("Example", "")):
-            ui = REPO / path
-            if not ui.is_file():
+        refs = EXAMPLE_REF.findall(r.get("Example", ""))
+        uis = [p for p in refs if not p.startswith("example_workflows/api/")]
+        apis = [p for p in refs if p.startswith("example_workflows/api/")]
+        named += len(uis)
+        for path in refs:
+            if not (REPO / path).is_file():
                 missing.append(path)
-            if not (ui.parent / "api" / ui.name).is_file():
-                missing.append(f"api twin of {path}")
+        for path in uis:
+            if not (REPO / path).is_file():
+                continue
+            try:
+                twin = example_files.api_twin(REPO / path).relative_to(REPO).as_posix()
+            except LookupError as e:
+                missing.append(str(e))
+                continue
+            if not (REPO / twin).is_file():
+                missing.append(f"api twin {twin} of {path}")
+            if apis and twin not in apis:
+                missing.append(f"{path} names {twin}, the row names {apis}")
+        if apis and not uis:
+            missing.append(f"row {r['Family / task']!r} names an API twin without its UI workflow")
     assert not missing, missing
+    assert named, "the matrix names no example workflow"
+
+
+def test_example_ref_reads_titles_with_spaces_and_commas():
+    cell = ("`example_workflows/Wan 2.2 two experts, reuse the text encoding.json` "
+            "(API: `example_workflows/api/wan22_two_expert_reuse.json`)")
+    assert EXAMPLE_REF.findall(cell) == ["example_workflows/Wan 2.2 two experts, reuse the text encoding.json",
+                                         "example_workflows/api/wan22_two_expert_reuse.json"]
 
 
 def test_parser_reads_a_table():

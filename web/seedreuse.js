@@ -34,6 +34,7 @@ import { addTimeline, refreshTimelineOnDraw, renderTimeline } from "./seedreuse/
 import { wrapQueue } from "./seedreuse/toasts.js";
 import { instrumentMenuItems } from "./seedreuse/instrument.js";
 import { installCacheBrowser } from "./seedreuse/cache_browser.js";
+import { installViewRestore } from "./seedreuse/view_restore.js";
 
 const STYLESHEET = new URL("./seedreuse.css", import.meta.url).href;
 
@@ -86,6 +87,7 @@ const extension = {
       onGraphConfigured(); // the graph as it is now (a workflow loaded later calls it again)
       NS.ready = true;
       installCacheBrowser(); // the "SeedReuse caches" sidebar tab (seedreuse/cache_browser.js)
+      installViewRestore(app); // our examples keep their saved view (seedreuse/view_restore.js)
     } catch (e) {
       noteError("setup", e);
     }

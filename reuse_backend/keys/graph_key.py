@@ -129,7 +129,8 @@ def describe_upstream(prompt: dict, link, *, label: str = "value", resolver: Res
                       exclude_inputs: Iterable[str] = EXCLUDED_INPUTS,
                       skip_inputs: dict[str, Iterable[str]] | None = None,
                       passthrough: dict[str, str] | None = None,
-                      ignore_change_token: Callable[[str], bool] | None = None) -> dict:
+                      ignore_change_token: Callable[[str], bool] | None = None,
+                      resolved: dict | None = None) -> dict:
     """Return the key fields of everything upstream of ``link`` in ``prompt``.
 
     skip_inputs: class_type -> input names ignored for that class (e.g. our own reuse controls).
@@ -137,6 +138,11 @@ def describe_upstream(prompt: dict, link, *, label: str = "value", resolver: Res
     straight to that input (our Encode-or-Reuse nodes are transparent in keys).
     ignore_change_token(class_type): True for classes whose host change token must not
     enter keys (our own nodes: their tokens are process-local by design).
+    resolved: the resolver answers to share with other walks of the same request (a queued
+    prompt computes one key per reuse slot over the same loaders; each answer costs a lookup
+    through every model folder). A key budget's own answers take precedence. An answer is the
+    file's identity when first asked; not guaranteed, with or without it: a file replaced between
+    a key's computation and the moment its loader reads it is not seen by the key.
 
     The walk is iterative (an explicit stack: no recursion limit) and visits each node once: a
     node reached again is recorded as ``{"same_node_as": <first path>}``. It writes the fields in
@@ -149,7 +155,7 @@ def describe_upstream(prompt: dict, link, *, label: str = "value", resolver: Res
     skip = {k: frozenset(v) for k, v in (skip_inputs or {}).items()}
     passthrough = passthrough or {}
     shared = _budget.get()
-    resolved = shared.resolved if shared is not None else {}
+    resolved = shared.resolved if shared is not None else (resolved if resolved is not None else {})
     fields: dict = {}
     seen: dict[str, str] = {}
     chars = 0

@@ -3,10 +3,12 @@
     python -m seedreuse_lab.tools.build_wan21_examples --server http://127.0.0.1:8188
     python -m seedreuse_lab.tools.build_wan21_examples --object-info object_info.json
 
-Writes, for each example NAME:
-    example_workflows/NAME.json        LiteGraph workflow as the ComfyUI canvas saves it (version 0.4)
-    example_workflows/NAME.jpg         thumbnail for the template browser (frontend 1.32 asks for .jpg)
-    example_workflows/api/NAME.json    API-format twin (what "Export (API)" / POST /prompt uses)
+Writes, for each example ID with its TITLE (TITLES below):
+    example_workflows/TITLE.json       LiteGraph workflow as the ComfyUI canvas saves it (version 0.4)
+    example_workflows/TITLE.jpg        thumbnail for the template browser (frontend 1.32 asks for .jpg)
+    example_workflows/api/ID.json      API-format twin (what "Export (API)" / POST /prompt uses)
+The template browser shows a custom node pack's templates by file name (title and description),
+hence the human titles; the UI file names its twin in extra.seedreuse_example (example_files.py).
 
 Node inputs, outputs and widget order come from the host's /object_info (a ComfyUI with the
 SeedReuse pack loaded), so the files match the node schemas exactly; tests/test_examples.py
@@ -22,6 +24,8 @@ import json
 import urllib.request
 import uuid
 from pathlib import Path
+
+from . import example_files
 
 HERE = Path(__file__).resolve().parent
 OUT = HERE.parents[1] / "example_workflows"
@@ -54,6 +58,12 @@ WIDGET_TYPES = {"INT", "FLOAT", "STRING", "BOOLEAN", "COMBO"}
 # the view a workflow opens with: scale, and where on the screen the note's corner is
 VIEW_SCALE, VIEW_AT = 0.8, (80.0, 150.0)
 NOTE_POS, NOTE_SIZE = (0, -580), (1160, 210)   # above the graph (the session's group starts at -330)
+# the segment example: a narrower note with Segment Loop Start (and its timeline) beside it, so
+# the timeline is in view on a 1280x800 window when the workflow opens; the node starts a little
+# lower than the note, so its badges (drawn above its title) clear the canvas' Run toolbar, and
+# ends above the session's group (-330)
+SEG_NOTE_POS, SEG_NOTE_SIZE = (0, -800), (800, 300)
+SEG_START_POS, SEG_START_SIZE = (840, -772), (380, 402)
 # input files: ComfyUI ships input/example.png; speech.wav is example_workflows/inputs/speech.wav
 IMAGE_FILE, AUDIO_FILE = "example.png", "speech.wav"
 # palette of the ComfyUI canvas ("Colors" menu)
@@ -282,7 +292,8 @@ class Workflow:
             "links": self.links,
             "groups": self.groups,
             "config": {},
-            "extra": {"ds": self.initial_view(), "frontendVersion": FRONTEND_VERSION},
+            "extra": {"ds": self.initial_view(), "frontendVersion": FRONTEND_VERSION,
+                      example_files.PAIRING_KEY: example_files.pairing(self.name)},
             "version": 0.4,
         }
 
@@ -445,7 +456,7 @@ def build_segments(info) -> Workflow:
     audio = wf.add("LoadAudio", (860, 700), title="Audio (sets the video length)", audio=AUDIO_FILE,
                    size=(340, 140))
     vae = wf.add("VAELoader", (860, 880), vae_name="wan_2.1_vae.safetensors")
-    start = wf.add("SeedReuseSegmentLoopStart", (1260, 520), color=CYAN, size=(380, 380),
+    start = wf.add("SeedReuseSegmentLoopStart", SEG_START_POS, color=CYAN, size=SEG_START_SIZE,
                    segment_frames=81, motion_frames=9, total_frames=0, fps=16.0, seed=20250101,
                    control_after_generate="randomize",
                    props={"labels": {0: "loop", 1: "segment_index", 2: "start_frame", 3: "frames",
@@ -487,7 +498,7 @@ def build_segments(info) -> Workflow:
     _encoder_group(wf, enc)
     wf.group("SeedReuse: encoder reuse", [sess, rpos, rneg, rcv], "#8A8")
     wf.group("One segment (the loop runs this body once per segment)", [i2v, ks, dec, bsave], "#a1309b")
-    wf.note(SEG_NOTE, NOTE_POS, NOTE_SIZE, title="SeedReuse: segment reuse (Wan 2.1 I2V, long video)")
+    wf.note(SEG_NOTE, SEG_NOTE_POS, SEG_NOTE_SIZE, title="SeedReuse: segment reuse (Wan 2.1 I2V, long video)")
     return wf
 
 
@@ -532,9 +543,9 @@ from the last `motion_frames` (M) frames of the previous one. The body between S
 once per segment; **Prefix Merge** joins the segments and the audio into the video.
 
 After a successful run, set **reuse_prefix_segments** on the session to N (or click a
-segment on the Start node's timeline): the next run keeps segments 0..N-1 of the previous
-video (P(N) = N*(F-M)+M frames, stream-copied) and generates from segment N on, starting
-from the exact cached boundary. Everything except the seed must stay the same;
+segment on the timeline of Segment Loop Start, right of this note): the next run keeps
+segments 0..N-1 of the previous video (P(N) = N*(F-M)+M frames, stream-copied) and
+generates from segment N on, starting from the exact cached boundary. Everything except the seed must stay the same;
 N must be smaller than the segment count. Text and CLIP vision are reused as well.
 
 Inputs: `example.png` ships with ComfyUI; `speech.wav` is a short test track in the pack's
@@ -548,7 +559,7 @@ BUILDERS = {"wan21_t2v_encoder_reuse": build_t2v, "wan21_i2v_encoder_reuse": bui
 # ---------------------------------------------------------------------- thumbnail
 
 def render_thumbnail(ui: dict, title: str, path: Path, size=(512, 512)) -> None:
-    from PIL import Image, ImageDraw, ImageFont
+    from PIL import Image, ImageDraw
 
     W, H = size
     img = Image.new("RGB", size, (24, 24, 27))
@@ -558,7 +569,7 @@ def render_thumbnail(ui: dict, title: str, path: Path, size=(512, 512)) -> None:
                g["bounding"][1] + g["bounding"][3]) for g in ui["groups"]]
     x0, y0 = min(b[0] for b in boxes), min(b[1] for b in boxes)
     x1, y1 = max(b[2] for b in boxes), max(b[3] for b in boxes)
-    top, margin = 92, 14
+    top, margin = example_files.draw_caption(img, title), 14
     s = min((W - 2 * margin) / (x1 - x0), (H - top - margin) / (y1 - y0))
     ox = margin + ((W - 2 * margin) - (x1 - x0) * s) / 2
     oy = top + ((H - top - margin) - (y1 - y0) * s) / 2
@@ -600,16 +611,15 @@ def render_thumbnail(ui: dict, title: str, path: Path, size=(512, 512)) -> None:
         d.rectangle([ax, ay, bx, min(by, ay + max(4, 30 * s))], fill=fg)
         if n["type"].startswith("SeedReuse"):
             d.rounded_rectangle([ax - 1, ay - 1, bx + 1, by + 1], radius=3, outline=(80, 220, 200), width=2)
-    font_big = ImageFont.load_default(size=30)
-    font_small = ImageFont.load_default(size=17)
-    d.text((16, 14), "SeedReuse", font=font_big, fill=(80, 220, 200))
-    d.text((16, 54), title, font=font_small, fill=(235, 235, 235))
     img.save(path, "JPEG", quality=88, optimize=True)
 
 
-TITLES = {"wan21_t2v_encoder_reuse": "Wan 2.1 T2V - encoder reuse",
-          "wan21_i2v_encoder_reuse": "Wan 2.1 I2V - encoder + VAE reference reuse",
-          "wan21_i2v_segment_reuse": "Wan 2.1 I2V long video - keep N segments"}
+# id (the API twin's name) -> title: the UI file's name, so the template browser's card title and
+# description, and the thumbnail's caption
+TITLES = {"wan21_t2v_encoder_reuse": "Wan 2.1 text to video, reuse the text encoding",
+          "wan21_i2v_encoder_reuse": "Wan 2.1 image to video, reuse all encodings",
+          "wan21_i2v_segment_reuse": "Wan 2.1 long video, keep the first N segments"}
+FILES = example_files.file_names(TITLES)   # id -> (UI file, thumbnail, API twin)
 
 
 def main(argv=None) -> int:
@@ -626,11 +636,12 @@ def main(argv=None) -> int:
     for name, build in BUILDERS.items():
         wf = build(info)
         ui = wf.to_ui()
-        (out / f"{name}.json").write_text(json.dumps(ui, indent=2) + "\n")
-        (out / "api" / f"{name}.json").write_text(json.dumps(wf.to_api(), indent=2) + "\n")
+        ui_file, thumb, api_file = FILES[name]
+        (out / ui_file).write_text(json.dumps(ui, indent=2) + "\n")
+        (out / api_file).write_text(json.dumps(wf.to_api(), indent=2) + "\n")
         if not args.no_thumbnails:
-            render_thumbnail(ui, TITLES[name], out / f"{name}.jpg")
-        print(f"wrote {name}: {len(wf.nodes)} nodes, {len(wf.links)} links")
+            render_thumbnail(ui, TITLES[name], out / thumb)
+        print(f"wrote {ui_file!r} and {api_file}: {len(wf.nodes)} nodes, {len(wf.links)} links")
     return 0
 
 

@@ -11,7 +11,10 @@ host's /object_info; WanInfiniteTalkToVideo (missing on 0.3.75) uses the spec of
 NEWER_NODES (as in the official video_wan2_1_infinitetalk.json template), and so do
 AudioEncoderLoader, AudioEncoderEncode and LoadAudio on a host without torchaudio (scripts/setup.sh
 installs it, so the test host has their real specs).
-tests/families/test_examples.py rebuilds them from a live worker and compares with the files.
+Files (example_files.py): example_workflows/<TITLE>.json (the template browser shows a pack's
+templates by file name), its thumbnail <TITLE>.jpg and the API twin api/<id>.json, named in the UI
+file's extra.seedreuse_example. tests/families/test_family_examples.py rebuilds them from a live
+worker and compares with the files.
 """
 from __future__ import annotations
 
@@ -24,6 +27,7 @@ from pathlib import Path
 from .. import family_graphs as fg
 from .. import family_models as fm
 from .. import tiny_models as tm
+from . import example_files
 
 REPO = Path(__file__).resolve().parents[2]
 OUT = REPO / "example_workflows"
@@ -134,7 +138,8 @@ def example_graphs() -> dict[str, tuple[dict, str]]:
         "which is 0 only when previous_frames is the loop's motion_frames and motion_frame_count equals the "
         "loop's motion_frames (9). Connecting the whole-track features to the node instead would give every "
         "segment the audio of the first one.\n\n"
-        "**Change the seed and try again, keeping the start:** set `reuse_prefix_segments` on the Session to N: "
+        "**Change the seed and try again, keeping the start:** set `reuse_prefix_segments` on the Session to N "
+        "(or click segment N on the timeline of Segment Loop Start, right of this note): "
         "the first N segments of the previous video are kept bit-exactly and generation resumes at segment N. "
         "Text, CLIP vision and the audio features are reused from the cache on any worker (no audio encoder "
         "run).\n\n"
@@ -180,14 +185,22 @@ MODEL_URLS = {   # file -> (folder, url), as the official templates list them
 # 1280x800 window.
 VIEW_SCALE, VIEW_AT = 0.8, (80.0, 150.0)
 NOTE_WIDTH, NOTE_GAP = 1160.0, 60.0   # the note sits above the first nodes, as tall as its text
+# A segment example's Segment Loop Start (its timeline shows the segments before the first run)
+# sits beside a narrower note, above the graph, so the timeline is in view too; BAND_DROP lower
+# than the note's top, so its badges (drawn above its title) clear the canvas' Run toolbar.
+BAND_NOTE_WIDTH, BAND_GAP, BAND_DROP = 800.0, 40.0, 40.0
+BANDED = ("SeedReuseSegmentLoopStart",)
 
 
-def note_box(note: str) -> tuple[tuple[float, float], tuple[float, float]]:
-    """(pos, size) of the note: its height estimated from the text (about 190 characters a line)."""
+def note_box(note: str, width: float = NOTE_WIDTH, band: float = 0.0) -> tuple[tuple[float, float], tuple[float, float]]:
+    """(pos, size) of the note: its height estimated from the text (about 190 characters a line
+    at the full width), its bottom NOTE_GAP above the graph, or the band's bottom (`band`: the
+    height of the nodes beside the note, from its top) if that is lower."""
+    per_line = max(40, int(190 * width / NOTE_WIDTH))
     paragraphs = [p for p in note.split("\n\n") if p.strip()]
-    lines = sum(-(-len(p) // 190) for p in paragraphs)
+    lines = sum(-(-len(p) // per_line) for p in paragraphs)
     h = float(min(520, 70 + 17 * lines + 12 * len(paragraphs)))
-    return (0.0, -(h + NOTE_GAP)), (NOTE_WIDTH, h)
+    return (0.0, -(max(h, band) + NOTE_GAP)), (width, h)
 # palette of the ComfyUI canvas: (color, bgcolor)
 GREEN, RED, CYAN, YELLOW = ("#232", "#353"), ("#322", "#533"), ("#233", "#355"), ("#432", "#653")
 
@@ -337,17 +350,26 @@ def to_ui(name: str, prompt: dict, note: str, object_info: dict) -> dict:
     for ui in nodes.values():
         for o in ui["outputs"]:
             o["links"] = o["links"] or None
-    # layout: one column per depth, stacked in id order; order = a topological order
+    # layout: one column per depth, stacked in id order; order = a topological order. The banded
+    # nodes (Segment Loop Start) go above the graph, right of the note.
     depths = _depths(prompt)
     col_y: dict = {}
+    banded = [nid for nid in ids if prompt[nid]["class_type"] in BANDED]
     for order, nid in enumerate(sorted(ids, key=lambda n: (depths[n], int(n)))):
+        nodes[nid]["order"] = order
+        if nid in banded:
+            continue
         d = depths[nid]
         y = col_y.get(d, 0.0)
         nodes[nid]["pos"] = [float(d * 460), y]
-        nodes[nid]["order"] = order
         col_y[d] = y + nodes[nid]["size"][1] + 50.0
     next_id = max(int(n) for n in ids) + 1
-    note_pos, note_size = note_box(note)
+    band_h = BAND_DROP + max((nodes[n]["size"][1] for n in banded), default=0.0)
+    note_pos, note_size = note_box(note, BAND_NOTE_WIDTH, band_h) if banded else note_box(note)
+    x = note_size[0] + BAND_GAP
+    for nid in banded:
+        nodes[nid]["pos"] = [x, note_pos[1] + BAND_DROP]
+        x += nodes[nid]["size"][0] + BAND_GAP
     note_node = {"id": next_id, "type": "MarkdownNote", "pos": list(note_pos), "size": list(note_size), "flags": {},
                  "order": len(ids), "mode": 0, "inputs": [], "outputs": [], "title": "How to use",
                  "properties": {}, "widgets_values": [note], "color": YELLOW[0], "bgcolor": YELLOW[1]}
@@ -359,21 +381,24 @@ def to_ui(name: str, prompt: dict, note: str, object_info: dict) -> dict:
         "nodes": out_nodes, "links": links, "groups": [], "config": {},
         "extra": {"ds": {"scale": VIEW_SCALE, "offset": [round(VIEW_AT[0] / VIEW_SCALE - note_pos[0], 1),
                                                          round(VIEW_AT[1] / VIEW_SCALE - note_pos[1], 1)]},
-                  "frontendVersion": FRONTEND_VERSION},
+                  "frontendVersion": FRONTEND_VERSION, example_files.PAIRING_KEY: example_files.pairing(name)},
         "version": 0.4,
     }
 
 
-TITLES = {"wan22_two_expert_reuse": "Wan 2.2 A14B two experts - encoder reuse",
-          "wan22_ti2v_5b_reuse": "Wan 2.2 TI2V 5B - text + start latent reuse",
-          "qwen_image_t2i_reuse": "Qwen-Image T2I - encoder reuse",
-          "qwen_image_edit_reuse": "Qwen-Image-Edit - multimodal + latent reuse",
-          "infinitetalk_segment_reuse": "InfiniteTalk long video - keep N segments"}
+# id (the API twin's name) -> title: the UI file's name, so the template browser's card title and
+# description, and the thumbnail's caption
+TITLES = {"wan22_two_expert_reuse": "Wan 2.2 two experts, reuse the text encoding",
+          "wan22_ti2v_5b_reuse": "Wan 2.2 TI2V 5B, reuse text and start image",
+          "qwen_image_t2i_reuse": "Qwen-Image text to image, reuse the text encoding",
+          "qwen_image_edit_reuse": "Qwen-Image-Edit, reuse prompt and image encodings",
+          "infinitetalk_segment_reuse": "InfiniteTalk long video, keep the first N segments"}
+FILES = example_files.file_names(TITLES)   # id -> (UI file, thumbnail, API twin)
 
 
 def render_thumbnail(ui: dict, title: str, path: Path, size=(512, 512)) -> None:
     """A small JPEG of the graph (boxes and links) with the title: the template browser's preview."""
-    from PIL import Image, ImageDraw, ImageFont
+    from PIL import Image, ImageDraw
 
     W, H = size
     img = Image.new("RGB", size, (24, 24, 27))
@@ -383,7 +408,7 @@ def render_thumbnail(ui: dict, title: str, path: Path, size=(512, 512)) -> None:
     y0 = min(n["pos"][1] for n in graph)
     x1 = max(n["pos"][0] + n["size"][0] for n in graph)
     y1 = max(n["pos"][1] + n["size"][1] for n in graph)
-    top, margin = 92, 14
+    top, margin = example_files.draw_caption(img, title), 14
     s = min((W - 2 * margin) / (x1 - x0), (H - top - margin) / (y1 - y0))
     ox = margin + ((W - 2 * margin) - (x1 - x0) * s) / 2
     oy = top + ((H - top - margin) - (y1 - y0) * s) / 2
@@ -408,8 +433,6 @@ def render_thumbnail(ui: dict, title: str, path: Path, size=(512, 512)) -> None:
         d.rectangle([ax, ay, bx, min(by, ay + max(3, 30 * s))], fill=rgb(n.get("color", "#222222")))
         if n["type"].startswith("SeedReuse"):
             d.rectangle([ax - 1, ay - 1, bx + 1, by + 1], outline=(80, 220, 200), width=2)
-    d.text((16, 14), "SeedReuse", font=ImageFont.load_default(size=30), fill=(80, 220, 200))
-    d.text((16, 54), title, font=ImageFont.load_default(size=17), fill=(235, 235, 235))
     img.save(path, "JPEG", quality=88, optimize=True)
 
 
@@ -429,12 +452,13 @@ def write_examples(object_info: dict, out_dir: Path = OUT, thumbnails: bool = Tr
     written = []
     (out_dir / "api").mkdir(parents=True, exist_ok=True)
     for name, (ui, api) in build_examples(object_info).items():
-        for path, obj in ((out_dir / f"{name}.json", ui), (out_dir / "api" / f"{name}.json", api)):
+        ui_file, thumb, api_file = FILES[name]
+        for path, obj in ((out_dir / ui_file, ui), (out_dir / api_file, api)):
             path.write_text(dumps(obj))
             written.append(path)
         if thumbnails:
-            render_thumbnail(ui, TITLES[name], out_dir / f"{name}.jpg")
-            written.append(out_dir / f"{name}.jpg")
+            render_thumbnail(ui, TITLES[name], out_dir / thumb)
+            written.append(out_dir / thumb)
     return written
 
 

@@ -224,3 +224,24 @@ def test_errors_are_structured():
     with pytest.raises(graph_key.GraphError, match="not connected"):
         graph_key.describe_upstream({}, None)
     _ = uuid  # noqa
+
+
+def test_walks_of_one_request_share_resolver_answers():
+    """The keys of one queued prompt share file identities (PromptContext.resolved): two slots
+    over the same loader resolve its file once; a new request (a new dict) asks again."""
+    calls = []
+
+    def counting(ct, name, value):
+        calls.append(value)
+        return f"id:{value}" if value.endswith(".safetensors") else None
+
+    prompt = {"1": {"class_type": "CLIPLoader", "inputs": {"clip_name": "umt5.safetensors"}},
+              "2": {"class_type": "CLIPTextEncode", "inputs": {"clip": ["1", 0], "text": "a"}},
+              "3": {"class_type": "CLIPTextEncode", "inputs": {"clip": ["1", 0], "text": "b"}}}
+    shared: dict = {}
+    a = graph_key.describe_upstream(prompt, ["2", 0], resolver=counting, resolved=shared)
+    b = graph_key.describe_upstream(prompt, ["3", 0], resolver=counting, resolved=shared)
+    assert calls.count("umt5.safetensors") == 1
+    assert a["value.clip:clip_name@content"] == b["value.clip:clip_name@content"] == "id:umt5.safetensors"
+    graph_key.describe_upstream(prompt, ["2", 0], resolver=counting, resolved={})
+    assert calls.count("umt5.safetensors") == 2

@@ -79,8 +79,9 @@ def browser(playwright_mod):
 
 @pytest.fixture(scope="module")
 def ui_worker(module_workers):
-    """One real ComfyUI worker (the pack + the stand-in test pack), UI settings pre-seeded."""
-    w = module_workers.one()
+    """One real ComfyUI worker (the pack + the stand-in test pack), UI settings pre-seeded; it
+    serves a browser, so it starts as a user's would (API nodes loaded: seedreuse_lab/worker.py)."""
+    w = module_workers.one(api_nodes=True)
     req = urllib.request.Request(w.url + "/settings", data=json.dumps(UI_SETTINGS).encode(), method="POST",
                                  headers={"Content-Type": "application/json"})
     with urllib.request.urlopen(req, timeout=30) as r:

@@ -3,7 +3,8 @@
     .venv/bin/python -m tests.soak.run --requests 60 [--seed N] [--base-dir DIR] [--keep]
 
 Starts 3 real ComfyUI workers sharing one cache root, runs the serial request chain with
-injected failures / interrupts / SIGKILLs (tests/soak/soak.py), prints the report and exits
+injected failures / interrupts / SIGKILLs and take-history requests (extend, longest valid
+prefix, from an older take; tests/soak/soak.py, take_model.py), prints the report and exits
 non-zero on any corruption, lost success or violation, or on a mandatory fault kind that never
 happened (the mandatory phase always runs in full, also beyond --requests / --time-budget,
 which only bound the random tail). The JSON report (every step) is written to

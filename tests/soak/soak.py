@@ -3,7 +3,10 @@
 The client sends one request at a time (the serial contract: it waits for the terminal
 event before sending the next), each to a random worker (seeded RNG). Requests mix
 Encoder Reuse (``t2v_reuse``, reuse auto / require, one of two prompt texts) and Segment
-Reuse (``segment_graph``, random N in 0..S-1, random seed). Fault kinds:
+Reuse (``segment_graph``, random N in 0..S-1, random seed; or one of the take-history kinds of
+tests/soak/take_model.py: ``extend`` a kept take at N = its segment count S to S + 1 or S + 2
+segments, ``longest`` with reuse_prefix_segments = -1, ``from_take`` an older kept take at some
+N). Fault kinds:
 
 * ``fail``       SeedReuseTestFail after sampling (t2v: VAEDecode -> CreateVideo; segments:
                  inside the loop body after VAEDecode when N = 0, or between Segment Loop End
@@ -20,9 +23,12 @@ Reuse (``segment_graph``, random N in 0..S-1, random seed). Fault kinds:
 
 Coverage is deterministic: the run starts with a *mandatory phase* that plans, in an order
 shuffled by the seed, one request per kind of ``MANDATORY`` (fail, interrupt, kill:late,
-kill:tmp-manifest, kill:.old, and ``resume``: a clean Segment Reuse request with N > 0), each
-on a request re-planned if needed so that it can take it (a commit for a kill, a committed
-version for ``.old`` / ``resume``). A planned kind that did not happen (e.g. a kill whose trigger
+kill:tmp-manifest, kill:.old, ``resume``: a clean Segment Reuse request with N > 0, and the
+clean take-history requests ``extend``, ``longest`` (with a take to resume from) and
+``from_take`` (dropped when the workers keep K = 1 take)), each on a request re-planned if
+needed so that it can take it (a commit for a kill, a committed version for ``.old`` /
+``resume`` / ``extend`` / ``longest``, two kept takes for ``from_take``); a clean kind that an
+earlier request of the phase has shown already (an extension is also a resume) is not planned. A planned kind that did not happen (e.g. a kill whose trigger
 never came) is planned again on the next request, at most ``max_attempts`` times. When the
 mandatory kinds are done, ``kill:hold`` and / or ``kill:success`` are added if no kill so far
 landed before / after a commit, so both outcomes are always covered. The commit-window
@@ -31,22 +37,29 @@ inotify events (queued by the kernel, so a window the run passed while this proc
 CPU is still seen, if late); and when the run committed without the trigger having been seen
 (no inotify), the trigger provably happened and the kill lands right after the success. The
 time budget and ``requests`` only shorten the random tail that follows (faults dealt from a
-seeded deck); they never cut the mandatory phase.
+seeded deck; a share of its Segment Reuse requests are take-history kinds, which take faults
+like any other); they never cut the mandatory phase.
 
-After every step the cache is compared with a model of "the last successful request":
+After every step the cache is compared with a model of "the last successful request" and,
+for the segment cache, of the kept takes (the latest + up to K-1 older successful takes,
+take_model.TakeModel):
 
 * success   -> the committed manifest is the one this request produced (run.prompt_id,
               slots / key text, boundaries, segment section, result.mp4 sha256 == the saved
-              output video), or unchanged for an all-hit Encoder Reuse request;
+              output video; the take index: this take new and latest, the K-1 newest takes
+              before it kept unchanged, the rest dropped, its boundaries 0..N-1 those of the
+              take it resumed from), or unchanged for an all-hit Encoder Reuse request;
 * error / interrupted -> the committed manifest is unchanged (byte-for-byte same dict);
 * killed    -> unchanged (the request failed) or this request's (it counts as a success);
               anything else is a corruption; a client that saw success must find this
               request's version (else: a lost success).
 
 and the work done is checked: a reused slot means stand-in encode/loader counts of 0, a
-segment run samples exactly S - N times (``executing`` events whose display_node is the
-sampler), the result video decodes to the expected frame count with audio, its first P(N)
-frames and its audio packets equal the previous result's. ``reuse_backend.check`` must report
+segment run of S' segments samples exactly S' - N times (``executing`` events whose
+display_node is the sampler) with N the requested one or, for -1, the longest valid prefix the
+model predicts (the ``seedreuse.segments`` event and the segment section must say so too), the
+result video decodes to P(S') frames with audio whose packets are the encoding of its own track,
+its first P(N) frames equal the chosen take's result. ``reuse_backend.check`` must report
 no problem after every step, except the repairable leftovers of a kill (stale staging, dead
 owner's lock, ``.old``), which the next request on that cache must clean up.
 """
@@ -75,7 +88,7 @@ import numpy as np
 
 from seedreuse_lab import graphs
 from seedreuse_lab.graphs import T2V
-from seedreuse_lab.reuse_graphs import SEG, segment_graph, t2v_reuse
+from seedreuse_lab.reuse_graphs import SEG, SESSION, segment_graph, t2v_reuse
 from seedreuse_lab.worker import ComfyWorker, HTTPFailure, WorkerError, WorkerGroup
 from reuse_backend.media import segments as segmod
 from reuse_backend.media import video
@@ -84,16 +97,19 @@ from reuse_backend.errors import ReuseError
 from reuse_backend.store.lock import read_lock
 from reuse_backend.store import Cache
 
+from .take_model import VARIANTS, SoakFailure, TakeCorruption, TakeModel, fleet_keep
+
 T2V_CACHE, SEG_CACHE = "default", "segments"
-F, M, TOTAL = 9, 3, 27
-S = segmod.segment_count(TOTAL, F, M)
+F, M, TOTAL, FPS = 9, 3, 27, 16.0
+S = segmod.segment_count(TOTAL, F, M)      # of a plain segment request (take-history kinds: up to SMAX)
 TEXTS = ("a red fox in the snow", "a blue bird on a wire")
 SEG_TEXT = "a talking test head"
 FAULT_NODE = "300"
 KILL_ERRORS = (WorkerError, HTTPFailure, urllib.error.URLError, ConnectionError, OSError)
 FS_TARGETS = ("tmp-manifest", ".old")
 # the mandatory phase: every kind once, in a seeded order, before any time budget applies
-MANDATORY = ("fail", "interrupt", "kill:late", "kill:tmp-manifest", "kill:.old", "resume")
+MANDATORY = ("fail", "interrupt", "kill:late", "kill:tmp-manifest", "kill:.old", "resume") + VARIANTS
+CLEAN_KINDS = ("resume",) + VARIANTS   # clean successes: any request that shows one covers it
 # kill outcomes that must be covered, and the kind that produces each whatever the speed
 TOP_UPS = (("kill-before-commit", "kill:hold"), ("kill-after-commit", "kill:success"))
 HOLD_S = 120.0      # a kill:hold run sleeps this long in its slow node (killed well before)
@@ -114,6 +130,7 @@ class SoakConfig:
     max_attempts: int = 3       # a mandatory kind that did not happen is planned again, this often in all
     request_timeout_s: float = 240.0
     t2v_share: float = 0.45
+    variant_share: float = 0.5  # tail: share of Segment Reuse requests drawn as a take-history kind
     verbose: bool = True
     # a cache root the pack must refuse (e.g. sshfs): every request that reaches a SeedReuse
     # node must fail with one of these messages, nothing may ever be published
@@ -137,6 +154,11 @@ class Request:
     reject_reason: str = ""
     follow_up: bool = False
     mandatory: str = ""       # the mandatory kind this request serves ("" in the tail)
+    segments: int = S         # S' of a segment request (its total_frames is P(S'))
+    from_take: int = 0        # the Session's from_take (0: the latest take)
+    variant: str = ""         # "" | extend | longest | from_take (take_model.VARIANTS)
+    use_N: int = 0            # the N the pack must use (N, or the predicted longest valid prefix)
+    chosen: int = 0           # the take it resumes from (0: none, N = 0)
 
     @property
     def kind_planned(self) -> str:
@@ -163,6 +185,7 @@ class CacheModel:
     manifest: dict | None = None    # the committed manifest of the last successful request
     text: str | None = None         # t2v: the prompt text of the committed slot
     result_copy: Path | None = None  # segments: a copy of the committed result.mp4
+    takes: TakeModel | None = None  # segments: the kept takes
     leftovers: set = field(default_factory=set)   # repairable problems a kill left behind
     lock_owner: dict | None = None  # the killed writer's lock, when it was left behind
 
@@ -175,10 +198,6 @@ class CacheModel:
         """A kill left something the next writer must recover (also a dead writer's lock that
         check() from a third host still calls live: only its own host can prove it dead)."""
         return bool(self.leftovers or self.lock_owner)
-
-
-class SoakFailure(AssertionError):
-    pass
 
 
 # ------------------------------------------------------------------ fleets
@@ -399,7 +418,9 @@ class Soak:
         self.jit = random.Random(cfg.seed * 7919 + 1)
         self.frng = random.Random(cfg.seed * 7919 + 2)
         self.log = log if cfg.verbose else (lambda *a, **k: None)
-        self.models = {T2V_CACHE: CacheModel(T2V_CACHE), SEG_CACHE: CacheModel(SEG_CACHE)}
+        self.keep = fleet_keep(fleet.workers)     # K, the takes the workers keep
+        self.models = {T2V_CACHE: CacheModel(T2V_CACHE),
+                       SEG_CACHE: CacheModel(SEG_CACHE, takes=TakeModel(self.keep, F, M, FPS, self.out))}
         self.steps: list[Step] = []
         self.c = Counter()
         self.violations: list[str] = []
@@ -410,7 +431,7 @@ class Soak:
         # mandatory phase: the kinds still to plan (head first), per-kind bookkeeping
         self.queue: list[str] = []
         if cfg.mandatory and not cfg.expect_refused:   # on a refused root no fault can ever apply
-            self.queue = list(MANDATORY)
+            self.queue = [k for k in MANDATORY if k != "from_take" or self.keep > 1]
             self.rng.shuffle(self.queue)
         self.cov: dict[str, dict] = {k: self._cov_entry() for k in self.queue}
         self.mandatory_active = bool(self.queue)
@@ -459,8 +480,13 @@ class Soak:
             else:
                 req.prediction = "commit"
         else:
-            if m.manifest is None and (req.N > 0 or req.mode == "require"):
+            take, req.use_N, why = m.takes.predict(req.segments, req.N, req.from_take)
+            req.chosen = take.number if take is not None and req.use_N > 0 else 0
+            if why == "no committed cache" or (m.manifest is None and req.mode == "require"):
                 req.prediction, req.reject_reason = "reject", "no committed cache"
+            elif why:     # the planner never asks for this: a soak bug, not the pack's
+                raise ValueError(f"request {req.idx}: planned {why} (S'={req.segments} N={req.N} "
+                                 f"from_take={req.from_take}, kept {[t.number for t in m.takes.takes]})")
             else:
                 req.prediction = "commit"
 
@@ -478,9 +504,21 @@ class Soak:
         else:
             req = Request(idx, "segment", cache, worker, rng.choice(["auto"] * 4 + ["require"]),
                           self._new_seed(), SEG_TEXT, N=rng.randrange(S))
+            if rng.random() < self.cfg.variant_share:
+                self._make_variant(req, rng.choice(VARIANTS))
         req.follow_up = forced is not None
         self._predict(req)
         return req
+
+    def _make_variant(self, req: Request, kind: str) -> bool:
+        """Turn a segment request into a take-history request of ``kind`` (False: the kept takes
+        allow none yet, ``req`` unchanged)."""
+        p = self.models[SEG_CACHE].takes.plan(kind, self.rng)
+        if p is None:
+            return False
+        req.segments, req.N, req.from_take = p
+        req.variant, req.mode = kind, "auto"
+        return True
 
     def _takes(self, req: Request, kind: str) -> bool:
         """Can this request take the mandatory kind (and make it happen)?"""
@@ -490,7 +528,9 @@ class Soak:
             return False
         if kind == "kill:.old" and self.models[req.cache].manifest is None:
             return False                     # a first commit moves nothing aside
-        if kind == "resume" and (req.kind != "segment" or req.N == 0 or req.prediction != "commit"):
+        if kind == "resume" and (req.kind != "segment" or req.use_N == 0 or req.prediction != "commit"):
+            return False
+        if kind in VARIANTS and (req.variant != kind or req.prediction != "commit" or req.use_N == 0):
             return False
         return True
 
@@ -500,7 +540,8 @@ class Soak:
         version yet for ``.old`` / ``resume``), the re-planned request runs clean and creates one."""
         if self._takes(req, kind):
             return req, True
-        caches = [req.cache] if req.follow_up else ([SEG_CACHE] if kind == "resume" else [SEG_CACHE, T2V_CACHE])
+        seg_only = kind == "resume" or kind in VARIANTS
+        caches = [req.cache] if req.follow_up else ([SEG_CACHE] if seg_only else [SEG_CACHE, T2V_CACHE])
         fallback = None
         for cache in caches:
             m = self.models[cache]
@@ -510,6 +551,8 @@ class Soak:
                 else:
                     n = self.rng.randrange(1, S) if kind == "resume" else self.rng.randrange(S)
                 cand = Request(req.idx, "segment", cache, req.worker, "auto", req.seed, SEG_TEXT, N=n)
+                if kind in VARIANTS:    # else (no take to build on yet) a clean request that makes one
+                    self._make_variant(cand, kind)
             else:
                 text = next((t for t in TEXTS if t != m.text), TEXTS[0]) if m.manifest is not None else req.text
                 cand = Request(req.idx, "t2v", cache, req.worker, "auto", req.seed, text)
@@ -564,8 +607,8 @@ class Soak:
             self._apply(req, fault)
         return req
 
-    def _happened(self, req: Request, step: Step) -> bool:
-        kind, cls = req.mandatory, step.classified
+    def _happened(self, req: Request, step: Step, kind: str | None = None) -> bool:
+        kind, cls = kind or req.mandatory, step.classified
         if kind == "fail":
             return cls == "failed"
         if kind == "interrupt":
@@ -577,7 +620,9 @@ class Soak:
         if kind.startswith("kill:"):
             return step.outcome == "killed" and cls in ("kill-before-commit", "kill-after-commit")
         if kind == "resume":
-            return cls == "success-commit" and req.N > 0
+            return cls == "success-commit" and req.use_N > 0
+        if kind in VARIANTS:
+            return cls == "success-commit" and req.variant == kind and req.use_N > 0
         return False
 
     def _account(self, req: Request, step: Step) -> None:
@@ -595,6 +640,15 @@ class Soak:
                 step.notes.append(f"mandatory {req.mandatory} did not happen: planned again")
             else:
                 step.notes.append(f"mandatory {req.mandatory} did not happen in {cov['attempts']} attempts")
+        # a clean kind still waiting that this request has shown already (an extension is also a
+        # resume with N > 0; a drawn request may be a take-history kind): covered, not planned again
+        for kind in [k for k in self.queue if k in CLEAN_KINDS and not self.cov[k]["attempts"]]:
+            if self._happened(req, step, kind):
+                self.queue.remove(kind)
+                cov = self.cov[kind]
+                cov["attempts"] += 1
+                cov["happened"] += 1
+                cov["outcomes"].append(f"{step.classified} (request {req.idx})")
         if not self.queue:
             for outcome, kind in TOP_UPS:
                 if not self.c[f"outcome:{outcome}"] and kind not in self.cov:
@@ -621,8 +675,11 @@ class Soak:
                           filename_prefix=f"soak/t2v_{req.idx:03d}")
             last, edge = T2V.SAVE, (T2V.DECODE, 0, T2V.VIDEO, "images")
         else:
-            p = segment_graph("ref.png", req.seed, prefix_segments=req.N, reuse=req.mode,
-                              cache_name=req.cache, F=F, M=M, total_frames=TOTAL, prompt_text=SEG_TEXT)
+            p = segment_graph("ref.png", req.seed, prefix_segments=req.N, reuse=req.mode, cache_name=req.cache,
+                              F=F, M=M, total_frames=segmod.total_frames(req.segments, F, M), fps=FPS,
+                              prompt_text=SEG_TEXT)
+            if req.from_take:
+                p[SESSION]["inputs"]["from_take"] = req.from_take
             p[SEG.MERGE]["inputs"]["filename_prefix"] = f"soak/seg_{req.idx:03d}"
             last = SEG.MERGE
             edge = ((SEG.DECODE, 0, SEG.BOUNDARY, "images") if req.where == "loop body"
@@ -646,8 +703,11 @@ class Soak:
         info["killed"] = True
         info["kill_at"] = time.monotonic()
         info["pid"] = w.proc.pid if w.proc is not None else None
-        info["fs_state"] = self._fs_state(info.get("cache"))
         try:
+            try:    # a note for the report: it must never stand in the way of the kill
+                info["fs_state"] = self._fs_state(info.get("cache"))
+            except OSError as e:
+                info["fs_state"] = [f"unreadable: {e}"]
             w.kill()
         finally:
             info["kill_done"].set()
@@ -661,7 +721,10 @@ class Soak:
 
     def _staged_manifests(self, name) -> list[Path]:
         """manifest.json of any staging directory (<name>.tmp/<staging id>/manifest.json)."""
-        return sorted((self.root / f"{name}.tmp").glob("*/manifest.json"))
+        try:
+            return sorted((self.root / f"{name}.tmp").glob("*/manifest.json"))
+        except OSError:     # the staging directory went away while it was listed (the commit's rename)
+            return []
 
     def _fs_watch(self, watch: CommitWatch, w: ComfyWorker, info: dict, stop: threading.Event,
                   extra_delay: float) -> None:
@@ -767,6 +830,7 @@ class Soak:
             except Exception:
                 pass
         info["cached"] = list(h.cached)
+        info["events"] = list(h.events)
         if info.get("killed"):
             info["kill_done"].wait(60)        # the killer thread must be done with the worker
             info["client_saw"] = h.terminal["type"] if h.terminal else None
@@ -846,8 +910,11 @@ class Soak:
         self.c[f"outcome:{step.classified}"] += 1
         self._account(req, step)
         fault = req.kind_planned + (f" ({req.where})" if req.where else "")
+        seg = (f"N={req.N}" + (f"->{req.use_N}" if req.N < 0 else "") + f"/S'={req.segments}"
+               + (f" from_take={req.from_take}" if req.from_take else "") + (f" {req.variant}" if req.variant else "")
+               ) if req.kind == "segment" else "-"
         self.log(f"[soak {req.idx:3d}] {self.fleet.host_of(w)}/{w.name:7s} {req.kind:7s} mode={req.mode:7s} "
-                 f"N={req.N if req.kind == 'segment' else '-'} text={req.text[:12]!r:14s} fault={fault:17s} "
+                 f"{seg} text={req.text[:12]!r:14s} fault={fault:17s} "
                  f"{'[M] ' if req.mandatory else ''}pred={req.prediction:6s} -> {step.classified} ({secs:.1f}s)"
                  + (f" [{'; '.join(step.notes)}]" if step.notes else ""))
 
@@ -868,6 +935,8 @@ class Soak:
             elif "result.mp4" in actual["files"]:
                 m.result_copy = self.out / f"resync_{len(self.steps):03d}.mp4"
                 shutil.copyfile(self.root / name / "result.mp4", m.result_copy)
+            if m.takes is not None:
+                m.takes.resync(actual, self.root, name, f"{len(self.steps):03d}")
 
     # -------------------------------------------------------------- verification
     def _snapshot_manifest(self, name: str):
@@ -913,13 +982,21 @@ class Soak:
             return
         if set(actual["slots"]) != {"positive", "clip_vision"}:
             raise SoakFailure(f"slots {sorted(actual['slots'])} != ['clip_vision', 'positive']")
-        if sorted(int(b) for b in actual["boundaries"]) != list(range(S - 1)):
-            raise SoakFailure(f"boundaries {sorted(actual['boundaries'])} != 0..{S - 2}")
+        if sorted(int(b) for b in actual["boundaries"]) != list(range(req.segments - 1)):
+            raise SoakFailure(f"boundaries {sorted(actual['boundaries'])} != 0..{req.segments - 2}")
         sec = actual["sections"].get("segments") or {}
-        if sec.get("seed") != req.seed or sec.get("reused_prefix_segments") != req.N:
+        if sec.get("seed") != req.seed or sec.get("reused_prefix_segments") != req.use_N:
             raise SoakFailure(f"segment section seed/N {sec.get('seed')}/{sec.get('reused_prefix_segments')} "
-                              f"!= {req.seed}/{req.N}")
-        if req.N > 0 and sec.get("prefix_mode") != "stream-copy":
+                              f"!= {req.seed}/{req.use_N}")
+        chosen = next((t for t in m.takes.takes if t.number == req.chosen), None) if req.use_N else None
+        if req.use_N and chosen is None:
+            raise SoakFailure(f"resumed at N={req.use_N} from take {req.chosen}, which the model does not keep")
+        try:
+            recs = m.takes.check_takes(actual, segments=req.segments, N=req.use_N, chosen=chosen)
+        except TakeCorruption as e:
+            self.corruptions.append(f"request {req.idx}: {e}")
+            raise
+        if req.use_N > 0 and sec.get("prefix_mode") != "stream-copy":
             step.notes.append(f"prefix_mode {sec.get('prefix_mode')}")
         committed = self.root / req.cache / "result.mp4"
         copy = self.out / f"committed_{req.idx:03d}.mp4"
@@ -929,25 +1006,52 @@ class Soak:
             raise SoakFailure("committed result.mp4 sha256 != manifest")
         if output is not None and sha256_file(output) != actual["files"]["result.mp4"]["sha256"]:
             raise SoakFailure("the saved output video differs from the committed result.mp4")
-        self._verify_video(req, copy, m.result_copy)
+        self._verify_video(req, copy, chosen)
+        m.takes.commit(actual, recs, copy)
         m.manifest, m.result_copy = actual, copy
 
-    def _verify_video(self, req: Request, path: Path, prev: Path | None) -> None:
+    def _verify_video(self, req: Request, path: Path, chosen) -> None:
+        total = segmod.total_frames(req.segments, F, M)
         info = video.probe(str(path))
-        if info.frames != TOTAL or not info.has_audio:
-            raise SoakFailure(f"result has {info.frames} frames (audio {info.has_audio}); expected {TOTAL} with audio")
+        if info.frames != total or not info.has_audio:
+            raise SoakFailure(f"result has {info.frames} frames (audio {info.has_audio}); expected {total} with audio")
         frames = video.decode_frames(str(path))
-        if frames.shape[0] != TOTAL:
-            raise SoakFailure(f"result decodes to {frames.shape[0]} frames, expected {TOTAL}")
-        if req.N > 0:
-            if prev is None:
-                raise SoakFailure("resume succeeded without a previous result in the model")
-            P = segmod.prefix_frames(req.N, F, M)
-            old = video.decode_frames(str(prev), 0, P)
+        if frames.shape[0] != total:
+            raise SoakFailure(f"result decodes to {frames.shape[0]} frames, expected {total}")
+        audio = video.audio_packets_digest(str(path))
+        if audio != self.models[SEG_CACHE].takes.expected_audio(req.segments):
+            raise SoakFailure(f"the audio packets are not the encoding of this request's track (P({req.segments}) "
+                              "frames of the sine)")
+        if req.use_N > 0:
+            if chosen is None:
+                raise SoakFailure("resume succeeded without the chosen take in the model")
+            P = segmod.prefix_frames(req.use_N, F, M)
+            old = video.decode_frames(str(chosen.result_copy), 0, P)
             if not np.array_equal(old, frames[:P]):
-                raise SoakFailure(f"the first {P} frames differ from the previous successful result")
-            if video.audio_packets_digest(str(path)) != video.audio_packets_digest(str(prev)):
-                raise SoakFailure("the audio track differs from the previous successful result")
+                raise SoakFailure(f"the first {P} frames differ from take {chosen.number}'s result")
+            if chosen.segments == req.segments and audio != chosen.audio:
+                raise SoakFailure(f"the audio track differs from take {chosen.number}'s (the same track)")
+
+    def _check_segments_event(self, req: Request, events, required: bool) -> None:
+        """The pack's own account of the plan (seedreuse.segments, sent before any sampling)."""
+        evs = [e["data"] for e in events if e.get("type") == "seedreuse.segments" and isinstance(e.get("data"), dict)]
+        if not evs:
+            if required:
+                raise SoakFailure("no seedreuse.segments event")
+            return
+        d, tm = evs[0], self.models[SEG_CACHE].takes
+        want = {"segments": req.segments, "requested": req.N, "kept": req.use_N,
+                "source_take": req.chosen or None, "take": tm.next_number(), "kept_takes": tm.expected_numbers()[1:]}
+        got = {k: d.get(k) for k in want}
+        if got != want:
+            raise SoakFailure(f"seedreuse.segments says {got}, the model {want} ({d.get('longest_valid') or d.get('plan')})")
+
+    def _count_segment_success(self, req: Request) -> None:
+        if req.use_N > 0:
+            self.c["prefix_resumes"] += 1
+        if req.variant and req.use_N > 0:
+            self.c[{"extend": "extends", "longest": "longest_valid_resumes",
+                    "from_take": "from_take_resumes"}[req.variant]] += 1
 
     def _after_run(self, req: Request, w: ComfyWorker, res, counts: dict, step: Step) -> None:
         m = self.models[req.cache]
@@ -1001,8 +1105,10 @@ class Soak:
                     step.classified = "success-commit"
                 return
             # segments
-            if step.sampled != S - req.N:
-                raise SoakFailure(f"KSampler executed {step.sampled} times, expected S - N = {S - req.N}")
+            self._check_segments_event(req, res.events, required=True)
+            if step.sampled != req.segments - req.use_N:
+                raise SoakFailure(f"KSampler executed {step.sampled} times, expected S' - N = "
+                                  f"{req.segments} - {req.use_N}")
             if m.manifest is not None:   # the text / clip vision slots are reused after the first success
                 if acts.get("positive") != "reused" or acts.get("clip_vision") != "reused":
                     raise SoakFailure(f"slot actions {acts}, expected reused")
@@ -1011,13 +1117,12 @@ class Soak:
                 if busy:
                     raise SoakFailure(f"slots reused but encoders ran: {busy}")
                 self.c["encoder_hits"] += 1
-            if req.N > 0:
-                self.c["prefix_resumes"] += 1
             out = res.output_files(SEG.MERGE)
             output = w.output_path(out[0]) if out else None
             if output is None:
                 raise SoakFailure("no merged output video")
             self._verify_commit(req, self._snapshot_manifest(req.cache), res.prompt_id, output, step)
+            self._count_segment_success(req)
             step.classified = "success-commit"
             return
         # error / interrupted: nothing may change
@@ -1099,9 +1204,11 @@ class Soak:
             if req.kind == "segment":   # the output file was saved before the commit
                 outs = sorted((Path(w.output_dir) / "soak").glob(f"seg_{req.idx:03d}_*.mp4"))
                 output = outs[-1] if outs else None
-                if req.N > 0:
-                    self.c["prefix_resumes"] += 1
+                # sent before the first sampling, so normally seen; a kill may cut the socket first
+                self._check_segments_event(req, info.get("events") or [], required=False)
             self._verify_commit(req, actual, info["prompt_id"], output, step)
+            if req.kind == "segment":
+                self._count_segment_success(req)
         else:
             msg = (f"after the kill the cache holds version {actual and actual['version']} "
                    f"(run {actual and actual['run']}), neither the previous one nor this request's")
@@ -1154,6 +1261,10 @@ class Soak:
             "successes": c["successes"],
             "encoder_hits": c["encoder_hits"],
             "prefix_resumes": c["prefix_resumes"],
+            "extends": c["extends"],
+            "longest_valid_resumes": c["longest_valid_resumes"],
+            "from_take_resumes": c["from_take_resumes"],
+            "keep_takes": self.keep,
             "failures_injected": c["failures_injected"],
             "interrupts": c["interrupts"],
             "kills": c["kills"],
@@ -1197,7 +1308,8 @@ class Soak:
 
 
 def format_report(r: dict) -> str:
-    keys = ["requests", "successes", "encoder_hits", "prefix_resumes", "failures_injected", "interrupts",
+    keys = ["requests", "successes", "encoder_hits", "prefix_resumes", "extends", "longest_valid_resumes",
+            "from_take_resumes", "keep_takes", "failures_injected", "interrupts",
             "kills", "kills_before_commit", "kills_after_commit", "kills_leaving_leftovers",
             "kills_in_commit_window", "kills_nothing_to_publish", "kills_missed",
             "leftovers_recovered_by_next_request", "restarts", "served_from_comfy_memory", "rejected_expected", "corruptions",
@@ -1235,16 +1347,21 @@ def assert_clean(r: dict, min_requests: int = 0) -> None:
 
 def assert_coverage(r: dict) -> None:
     """Every kind planned in the mandatory phase happened (within its bounded attempts); this
-    includes a kill before and one after a commit, an injected failure, an interrupt and a
-    Segment Reuse resume (so also an encoder hit). Independent of speed and of the time budget."""
+    includes a kill before and one after a commit, an injected failure, an interrupt, a Segment
+    Reuse resume (so also an encoder hit), an extension of a finished take, a longest-valid-prefix
+    resume and (unless the workers keep one take) a resume from an older kept take. Independent
+    of speed and of the time budget."""
     mand = r.get("mandatory") or {}
     problems = []
     if not mand.get("kinds"):
         problems.append("no mandatory phase ran")
     if r.get("coverage_missing"):
         problems.append(f"planned but never happened: {r['coverage_missing']}")
-    for key in ("kills_before_commit", "kills_after_commit", "failures_injected", "interrupts",
-                "encoder_hits", "prefix_resumes"):
+    keys = ["kills_before_commit", "kills_after_commit", "failures_injected", "interrupts",
+            "encoder_hits", "prefix_resumes", "extends", "longest_valid_resumes"]
+    if r.get("keep_takes", 0) > 1:
+        keys.append("from_take_resumes")
+    for key in keys:
         if not r.get(key):
             problems.append(f"{key} = 0")
     if problems:

@@ -32,7 +32,9 @@ Three stages:
 2. ``pack``: reuse_backend itself across the hosts (writer lock + commit on hostA, snapshot
    and load on hostB, lock contention and stale-lock handling across hosts);
 3. ``soak``: tests/soak/soak.py with the three workers (reduced size), checked against the
-   real folder.
+   real folder: on a root the pack accepts, its mandatory phase (every fault kind, a resume, an
+   extension of a finished take, a longest-valid-prefix resume, a resume from an older kept
+   take) must all happen (assert_coverage); on a refused root every request must be refused.
 """
 from __future__ import annotations
 
@@ -50,7 +52,7 @@ import uuid
 from dataclasses import dataclass
 from pathlib import Path
 
-from tests.soak.soak import (REPO_ROOT, Soak, SoakConfig, assert_clean, format_report)
+from tests.soak.soak import (REPO_ROOT, Soak, SoakConfig, assert_clean, assert_coverage, format_report)
 
 from seedreuse_lab import graphs
 from seedreuse_lab.worker import ComfyWorker, RunHandle, _quiet
@@ -591,6 +593,8 @@ def main(argv=None) -> int:
             res = run_profile(base / prof, prof, a.requests, a.seed, models)
             try:
                 assert_clean(res["soak"], min_requests=min(a.requests, 1))
+                if not res["pack_refuses_this_root"]:
+                    assert_coverage(res["soak"])
                 res["verdict"] = "clean"
             except AssertionError as e:
                 res["verdict"] = f"FAILED: {str(e).splitlines()[0]}"

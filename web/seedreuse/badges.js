@@ -10,7 +10,14 @@
 //                  until the dry run after the run has answered)
 // Each entry is a function returning an LGraphBadge (the frontend's class when it exposes
 // one, else a small object with the same draw/getWidth interface), so the frontend reads the
-// current text and colours on every draw. Only exports.
+// current text and colours on every draw.
+// Vue nodes: the frontend passes each badge object's fields to its NodeBadge component, and the
+// fields that are not its props become attributes of the badge's element: `title` (the full
+// lines: the native tooltip) and `data-seedreuse-badge`. Frontend 1.32 renders node.badges in
+// the node header, beside the title, which does not shrink them: there the badge is one compact
+// entry ("will encode", "reused", "keep 2/5", "running…"), the full lines in its tooltip, so the
+// title keeps its room. Newer frontends (1.58) render them in a row of their own under the
+// widgets: there every line is an entry of up to MAX_VUE_BADGE_CHARS. Only exports.
 import { NS, host, fmtSeconds, short, state, typeOf } from "./core.js";
 import { errorTitle } from "./errors.js";
 import { keyOf, reuseNodes } from "./graph.js";
@@ -19,7 +26,9 @@ import { toneColors } from "./palette.js";
 export const RUNNING_TEXT = "running…";
 export const CHECKING_TEXT = "checking…";
 const MAX_BADGE_CHARS = 44;     // canvas badges: one row above the title, about the node's width
-const MAX_VUE_BADGE_CHARS = 34; // Vue node header/footer: the row shares the node's width
+const MAX_VUE_BADGE_CHARS = 34; // Vue node badge row (frontend 1.58): the row shares the node's width
+export const MAX_VUE_HEADER_CHARS = 13; // Vue node header (frontend 1.32): one entry beside the title
+export const BADGE_ATTR = "data-seedreuse-badge"; // attribute of our badge elements in a Vue node
 const BADGES = "__seedreuseBadges"; // node -> {entries: [LGraphBadge-like], fns: [function]}
 
 function failBadge(d) {
@@ -88,6 +97,48 @@ export function badgeDetail(node) {
   const key = keyOf(node);
   return { ...badgeFor(key), type: typeOf(node), dry: state.dry[key] || null, run: state.run[key] || null,
     shown: shownBadges(node) };
+}
+
+// The compact form of a badge line for the Vue node header: the words before the details
+// ("will encode (why)" -> "will encode", "reused · saved 2.3 s" -> "reused",
+// "will keep 2/5 segments, generate 3" -> "keep 2/5"), at most MAX_VUE_HEADER_CHARS.
+export function compactLine(text) {
+  let t = String(text || "").split("\n")[0];
+  for (const sep of [" (", " · ", ", "]) {
+    const i = t.indexOf(sep);
+    if (i > 0) t = t.slice(0, i);
+  }
+  t = t.replace(/ segments?(…?)$/, "$1").replace(/^will generate all (\d+)$/, "generate $1")
+    .replace(/^will generate every$/, "generate all");
+  if (t.length > MAX_VUE_HEADER_CHARS && t.startsWith("will ")) t = t.slice(5);
+  if (t.length > MAX_VUE_HEADER_CHARS) t = t.replace(/^(\w+) [\d/]+(…?)$/, "$1$2"); // "generating 120…"
+  return short(t, MAX_VUE_HEADER_CHARS);
+}
+
+// Where Vue nodes render node.badges: null until one of ours is on the page, then "header"
+// (frontend 1.32: in the node header, beside the title) or "row" (a badge row of its own).
+let vuePlacement = null;
+let placementTries = 0;
+let placementTimer = null;
+
+function detectPlacement() {
+  placementTimer = null;
+  if (vuePlacement) return;
+  const el = document.querySelector(`[data-node-id] [${BADGE_ATTR}]`); // in a Vue node
+  if (!el) {
+    if (++placementTries < 200) placementTimer = setTimeout(detectPlacement, 100);
+    return;
+  }
+  vuePlacement = el.closest(".lg-node-header") ? "header" : "row";
+  NS.vueBadgePlacement = vuePlacement;
+  const t = reactiveTick();
+  t.n = (t.n + 1) % 1e9; // render again, in the placement's form
+}
+
+function schedulePlacement() {
+  if (vuePlacement || placementTimer) return;
+  placementTries = 0;
+  placementTimer = setTimeout(detectPlacement, 0);
 }
 
 // ------------------------------------------------------------------ node.badges entries
@@ -181,7 +232,20 @@ export function attachBadges(node) {
     const fn = () => {
       void reactiveTick().n; // read: a computed that calls this renders again on a change
       const vue = !!(window.LiteGraph && window.LiteGraph.vueNodesMode);
-      badge.text = badge.seedreuseLine ? short(badge.seedreuseLine, vue ? MAX_VUE_BADGE_CHARS : MAX_BADGE_CHARS) : "";
+      const line = badge.seedreuseLine || "";
+      if (!vue) {
+        badge.text = line ? short(line, MAX_BADGE_CHARS) : "";
+      } else {
+        if (!vuePlacement) schedulePlacement();
+        if (vuePlacement === "header") {
+          // one compact entry; the other lines only in its tooltip
+          badge.text = i === 0 && line ? compactLine(line) : "";
+          badge.title = i === 0 ? badge.seedreuseAll || line : "";
+        } else {
+          badge.text = line ? short(line, MAX_VUE_BADGE_CHARS) : "";
+          badge.title = line;
+        }
+      }
       const t = palette(badge.seedreuseTone);
       if (t.bg) badge.bgColor = t.bg;
       if (t.fg) badge.fgColor = t.fg;
@@ -207,6 +271,8 @@ export function updateNodeBadges(node) {
   const lines = lineTones(b);
   own.entries.forEach((badge, i) => {
     const l = lines[i];
+    badge.seedreuseAll = b.lines.join("\n"); // the tooltip of the compact header entry
+    badge[BADGE_ATTR] = i === 0 ? "main" : l && l.text.startsWith("fix: ") ? "fix" : "next";
     badge.seedreuseLine = l ? l.text : ""; // shortened for the renderer when read
     badge.text = l ? short(l.text, MAX_BADGE_CHARS) : "";
     badge.seedreuseTone = l ? l.tone : "pending";
