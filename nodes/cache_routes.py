@@ -25,6 +25,7 @@ without a reader lease, so a cache evicted meanwhile shows as gone or unreadable
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 import os
 
@@ -296,73 +297,59 @@ async def _confirmation(request) -> object:
     return body.get("confirm") if isinstance(body, dict) else None
 
 
-def _failed(e: Exception, what: str):
-    log.exception("seedreuse: cache browser: %s failed", what)
-    return _error(e, status=500)
+def _answered(what: str):
+    """One error mapping for every cache-browser route: a missing cache 404, a busy one 409,
+    any other refusal 400 (each as the error's data), an I/O failure 500 (logged)."""
+    def wrap(handler):
+        @functools.wraps(handler)
+        async def route(request):
+            try:
+                return await handler(request)
+            except NoCommittedCacheError as e:
+                return _error(e, status=404)
+            except CacheBusyError as e:
+                return _error(e, status=409)
+            except ReuseError as e:
+                return _error(e)
+            except OSError as e:
+                log.exception("seedreuse: cache browser: %s failed", what)
+                return _error(e, status=500)
+        return route
+    return wrap
 
 
 def register(routes) -> None:
     """Adds the routes; call before the /seedreuse/ catch-all of routes.py."""
 
     @routes.get("/seedreuse/browser")
+    @_answered("the list")
     async def browser(request):
-        try:
-            root = users.root_of_request(request)
-            return web.json_response(await _off_loop(browse, root))
-        except ReuseError as e:
-            return _error(e)
-        except OSError as e:
-            return _failed(e, "the list")
+        return web.json_response(await _off_loop(browse, users.root_of_request(request)))
 
     @routes.get("/seedreuse/budget")
+    @_answered("the budget")
     async def budget(request):
-        try:
-            root = users.root_of_request(request)
-            return web.json_response(await _off_loop(budget_status, root))
-        except ReuseError as e:
-            return _error(e)
-        except OSError as e:
-            return _failed(e, "the budget")
+        return web.json_response(await _off_loop(budget_status, users.root_of_request(request)))
 
     @routes.get("/seedreuse/caches/{name}/result")
+    @_answered("the result stream")
     async def result(request):
-        try:
-            name, take = _name(request), _take_param(request)
-            return await stream_result(request, users.root_of_request(request), name, take)
-        except NoCommittedCacheError as e:
-            return _error(e, status=404)
-        except ReuseError as e:
-            return _error(e)
-        except OSError as e:
-            return _failed(e, "the result stream")
+        name, take = _name(request), _take_param(request)
+        return await stream_result(request, users.root_of_request(request), name, take)
 
     @routes.post("/seedreuse/caches/{name}/check")
+    @_answered("check")
     async def check(request):
-        try:
-            name = _name(request)
-            return web.json_response(await _off_loop(run_check, users.root_of_request(request), name))
-        except NoCommittedCacheError as e:
-            return _error(e, status=404)
-        except ReuseError as e:
-            return _error(e)
-        except OSError as e:
-            return _failed(e, "check")
+        name = _name(request)
+        return web.json_response(await _off_loop(run_check, users.root_of_request(request), name))
 
     @routes.post("/seedreuse/caches/{name}/delete")
+    @_answered("delete")
     async def delete(request):
-        try:
-            name = _name(request)
-            confirm = await _confirmation(request)
-            if confirm != name:
-                raise InvalidRequestError(f"deleting cache '{name}' needs its name as confirmation",
-                                          expected=f'{{"confirm": "{name}"}}', actual=repr(confirm),
-                                          fix="confirm the delete with the cache's exact name")
-            return web.json_response(await _off_loop(run_delete, users.root_of_request(request), name))
-        except NoCommittedCacheError as e:
-            return _error(e, status=404)
-        except CacheBusyError as e:
-            return _error(e, status=409)
-        except ReuseError as e:
-            return _error(e)
-        except OSError as e:
-            return _failed(e, "delete")
+        name = _name(request)
+        confirm = await _confirmation(request)
+        if confirm != name:
+            raise InvalidRequestError(f"deleting cache '{name}' needs its name as confirmation",
+                                      expected=f'{{"confirm": "{name}"}}', actual=repr(confirm),
+                                      fix="confirm the delete with the cache's exact name")
+        return web.json_response(await _off_loop(run_delete, users.root_of_request(request), name))

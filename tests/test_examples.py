@@ -19,7 +19,6 @@
 from __future__ import annotations
 
 import copy
-import importlib.util
 import json
 import os
 import re
@@ -35,6 +34,7 @@ from seedreuse_lab import graphs, host
 from seedreuse_lab import tiny_models as tm
 from seedreuse_lab.tools import example_files
 from seedreuse_lab.worker import PromptRejected
+from reuse_backend.workflow.ui_to_api import widget_layout as layout_from_schema
 
 pytestmark = pytest.mark.comfy
 
@@ -120,29 +120,12 @@ def object_info(worker) -> dict:
 
 def widget_layout(node_type: str, info: dict) -> list | None:
     """Names of a node's widgets_values entries in the canvas' order (None: a frontend-only
-    widget such as 'control_after_generate' or an upload button), from /object_info."""
+    widget such as 'control_after_generate' or an upload button), from /object_info: the
+    instrumenter's one reading of the layout; KNOWN_WIDGETS for classes the host lacks."""
     schema = info.get(node_type)
     if schema is None:
         return KNOWN_WIDGETS.get(node_type)
-    names = []
-    for section in ("required", "optional"):
-        specs = (schema.get("input") or {}).get(section) or {}
-        for name in (schema.get("input_order") or {}).get(section, list(specs)):
-            spec = specs[name]
-            t = "COMBO" if isinstance(spec[0], list) else spec[0]
-            opts = spec[1] if len(spec) > 1 and isinstance(spec[1], dict) else {}
-            if t not in ("INT", "FLOAT", "STRING", "BOOLEAN", "COMBO") or opts.get("forceInput"):
-                continue
-            names.append(name)
-            # the frontend adds these widgets after the input's own widget (and saves their values)
-            if t in ("INT", "COMBO") and opts.get("control_after_generate",
-                                                  t == "INT" and name in ("seed", "noise_seed")):
-                names.append(None)
-            if opts.get("image_upload"):
-                names.append(None)
-            if opts.get("audio_upload"):
-                names += [None, None]
-    return names
+    return layout_from_schema(schema)
 
 
 def ui_to_api(ui: dict, info: dict) -> dict:
