@@ -35,7 +35,7 @@ from ..reuse_backend.errors import CacheBusyError, InvalidRequestError, NoCommit
 from ..reuse_backend.store import Cache, list_caches, roots, take_index, usage
 from ..reuse_backend.store.cache import default_lease_s
 from ..reuse_backend.store.check import check as check_cache
-from ..reuse_backend.store.evict import evict_cache, in_use
+from ..reuse_backend.store.evict import evict_cache_when_readers_leave, in_use
 from . import host, users
 
 log = host.log
@@ -178,7 +178,7 @@ def run_delete(root, name: str) -> dict:
     if os.path.islink(current) or not os.path.isdir(current):
         raise _no_cache(name)
     freed = usage.tree_size(current)
-    ok, why = evict_cache(root, name, lease_s=default_lease_s())
+    ok, why = evict_cache_when_readers_leave(root, name, lease_s=default_lease_s())
     if not ok:
         if why == "no committed version":
             raise _no_cache(name)

@@ -82,6 +82,25 @@ class RefusedNumber(str):
     __float__ = __int__
 
 
+# class type -> its INT/FLOAT input specs, for the pack's registered node classes only (their
+# schemas are fixed once ComfyUI has loaded them; asking again costs a V3 schema build per class
+# on every POST /prompt). Unknown class types are never remembered: a prompt naming thousands of
+# made-up "SeedReuse..." types cannot grow it.
+_NUMBER_SPECS: dict[str, dict] = {}
+
+
+def _number_specs(ct: str) -> dict:
+    got = _NUMBER_SPECS.get(ct)
+    if got is None:
+        schemas = Schemas()
+        got = {k: v for k, v in schemas.specs(ct).items()
+               if isinstance(v, (list, tuple)) and v and v[0] in ("INT", "FLOAT")}
+        if schemas.cls(ct) is None:
+            return got
+        _NUMBER_SPECS[ct] = got
+    return got
+
+
 def refuse_inexact_numbers(json_data):
     """on_prompt handler: runs in POST /prompt before ComfyUI validates the prompt.
 
@@ -95,13 +114,12 @@ def refuse_inexact_numbers(json_data):
         prompt = json_data.get("prompt") if isinstance(json_data, dict) else None
         if not isinstance(prompt, dict):
             return json_data
-        schemas = Schemas()
         for node in prompt.values():
             ct = node.get("class_type") if isinstance(node, dict) else None
             inputs = node.get("inputs") if isinstance(ct, str) and ct.startswith(PREFIX) else None
             if not isinstance(inputs, dict):
                 continue
-            for name, spec in schemas.specs(ct).items():
+            for name, spec in _number_specs(ct).items():
                 kind = spec[0] if isinstance(spec, (list, tuple)) and spec else None
                 if kind not in ("INT", "FLOAT") or name not in inputs:
                     continue

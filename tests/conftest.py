@@ -14,6 +14,7 @@ from __future__ import annotations
 import os
 import shutil
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -208,12 +209,17 @@ def pair_over_empty_root(_module_pair):
     """(a, b, cache_root): the module's two workers (started once per module, ~12 s per test
     saved on 2 cores) over an EMPTY cache root, so each test starts from no cache; both have
     input/ref.png. Worker state that outlives a test cannot change the next one's results:
-    every SeedReuse node's in-memory cache key carries the process's transaction epoch, which
-    each run that stages anything changes; the stand-in counters (process-wide) are reset here.
-    For a test that stops, kills or restarts a worker, use comfy_workers (fresh processes)."""
+    ComfyUI's in-memory node outputs are emptied and its models unloaded (POST /free), so an
+    encoder or loader that does not run in a test did not run because of the pack, not because
+    an earlier test left its output in memory; the stand-in counters (process-wide) are reset.
+    A test that restarts a worker leaves a fresh process for the next; for a test that stops or
+    kills one, use comfy_workers (fresh processes)."""
     a, b, root = _module_pair
     for p in list(root.iterdir()):
         shutil.rmtree(p) if p.is_dir() and not p.is_symlink() else p.unlink()
+    for w in (a, b):
+        w.free(settle=0)
+    time.sleep(0.3)                 # the prompt threads apply /free when idle (worker.free)
     for w in (a, b):
         w.reset_counts()
     return a, b, root

@@ -35,11 +35,11 @@ def slot_events(res):
     return {e["data"]["slot"]: e["data"] for e in res.events_of("seedreuse.slot")}
 
 
-def test_cross_worker_hit_skips_encoder_and_loader(comfy_workers):
-    a, b = comfy_workers(2)
+def test_cross_worker_hit_skips_encoder_and_loader(pair_over_empty_root):
+    a, b, root = pair_over_empty_root
     ra = a.run(t2v_reuse(seed=1, reuse="off")).raise_for_status()
     assert a.counts()["text_encode"] == 1 and a.counts()["text_loader"] == 1
-    m = manifest(comfy_workers.cache_root, "default")
+    m = manifest(root, "default")
     assert set(m["slots"]) == {"positive"}
     rb = b.run(t2v_reuse(seed=2, reuse="require")).raise_for_status()
     assert b.counts().get("text_encode", 0) == 0 and b.counts().get("text_loader", 0) == 0
@@ -48,11 +48,13 @@ def test_cross_worker_hit_skips_encoder_and_loader(comfy_workers):
     assert slot_events(rb)["positive"]["action"] == "reused"
     assert video_digest(a, ra) != video_digest(b, rb)
     # an all-hit run publishes nothing new: the committed version is unchanged
-    assert manifest(comfy_workers.cache_root, "default")["version"] == m["version"]
+    assert manifest(root, "default")["version"] == m["version"]
 
 
-def test_restart_still_hits(comfy_workers):
-    a, = comfy_workers(1)
+def test_restart_still_hits(pair_over_empty_root):
+    # the module's worker a is restarted: a new process (nothing in ComfyUI's memory, counters
+    # at 0) that the module's later tests use as they would a fresh one
+    a, _, _ = pair_over_empty_root
     a.run(t2v_reuse(seed=1, prompt_text="restart me")).raise_for_status()
     a.restart()
     r = a.run(t2v_reuse(seed=3, prompt_text="restart me", reuse="auto")).raise_for_status()
@@ -123,16 +125,16 @@ def _with_node_after_decode(p, class_type, inputs, node_id="120"):
                                  input_name="value", node_id=node_id)
 
 
-def test_failed_and_interrupted_runs_leave_the_last_good_cache(comfy_workers):
-    a, b = comfy_workers(2)
+def test_failed_and_interrupted_runs_leave_the_last_good_cache(pair_over_empty_root):
+    a, b, root = pair_over_empty_root
     a.run(t2v_reuse(seed=1, prompt_text="good")).raise_for_status()
-    good = manifest(comfy_workers.cache_root, "default")
+    good = manifest(root, "default")
     # a run that fails after sampling (its encoder output was staged) publishes nothing
     p = t2v_reuse(seed=2, prompt_text="bad")
     _with_node_after_decode(p, "SeedReuseTestFail", {"fail": True, "message": "failing after sampling"})
     res = b.run(p)
     assert res.status == "error" and T2V.SAMPLER in res.executed
-    assert manifest(comfy_workers.cache_root, "default") == good
+    assert manifest(root, "default") == good
     # an interrupted run publishes nothing either
     p = t2v_reuse(seed=3, prompt_text="interrupted")
     _with_node_after_decode(p, "SeedReuseTestSlow", {"seconds": 30.0})
@@ -140,15 +142,15 @@ def test_failed_and_interrupted_runs_leave_the_last_good_cache(comfy_workers):
     h.wait_executing("120", timeout=120)
     b.interrupt()
     assert h.wait(timeout=120).status == "interrupted"
-    assert manifest(comfy_workers.cache_root, "default") == good
-    assert not (comfy_workers.cache_root / "default.tmp").exists()
+    assert manifest(root, "default") == good
+    assert not (root / "default.tmp").exists()
     # the next reuse still hits the last good run, on either worker
     r = b.run(t2v_reuse(seed=4, prompt_text="good", reuse="require")).raise_for_status()
     assert slot_events(r)["positive"]["action"] == "reused"
 
 
-def test_two_prompts_racing_on_one_cache(comfy_workers):
-    a, b = comfy_workers(2)
+def test_two_prompts_racing_on_one_cache(pair_over_empty_root):
+    a, b, root = pair_over_empty_root
     pa = t2v_reuse(seed=1, prompt_text="writer a")
     _with_node_after_decode(pa, "SeedReuseTestSlow", {"seconds": 4.0})
     h = a.start_run(pa)
@@ -159,15 +161,16 @@ def test_two_prompts_racing_on_one_cache(comfy_workers):
     assert "is being written by run" in msg and "use another cache name" in msg
     assert T2V.SAMPLER not in rb.executed
     assert h.wait(timeout=120).status == "success"
-    m = manifest(comfy_workers.cache_root, "default")
+    m = manifest(root, "default")
     assert m["slots"]["positive"]["key"]["fields"]["value:text"] == "writer a"
     from reuse_backend.store.check import check
-    assert check(comfy_workers.cache_root, "default") == []
+    assert check(root, "default") == []
 
 
 @pytest.mark.parametrize("bad", ["../escape", "/etc", "", "a/b", "..", "name%2F..", "x" * 65])
-def test_bad_cache_names_refused_at_validation(comfy_worker, bad):
+def test_bad_cache_names_refused_at_validation(_module_pair, bad):
     from seedreuse_lab.worker import PromptRejected
+    a, _, _ = _module_pair           # refused in POST /prompt: nothing runs, no cache is touched
     with pytest.raises(PromptRejected) as ei:
-        comfy_worker.queue(t2v_reuse(seed=1, cache_name=bad))
+        a.queue(t2v_reuse(seed=1, cache_name=bad))
     assert "cache name" in json.dumps(ei.value.body).lower()

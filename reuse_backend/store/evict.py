@@ -41,6 +41,7 @@ from __future__ import annotations
 import errno
 import logging
 import os
+import time
 import uuid
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -165,6 +166,20 @@ def evict_cache(root, name: str, *, lease_s: float) -> tuple[bool, str]:
     except OSError as e:      # evicted all the same: gc, check --repair or recovery finish it
         log.warning("seedreuse: evicted cache '%s'; deleting %s failed: %s", name, aside, e)
     return True, f"{size} bytes"
+
+
+def evict_cache_when_readers_leave(root, name: str, *, lease_s: float,
+                                   wait_s: float = 2 * readers.LINGER_S + 1.0) -> tuple[bool, str]:
+    """evict_cache for a user's explicit delete: while only readers keep the cache, retried for
+    at most ``wait_s``. A process keeps its reader lease LINGER_S after its last snapshot closed
+    (reader_leases.py), so a delete right after another worker's hit would otherwise be refused
+    for that long; a reader still open after ``wait_s`` keeps the cache, as always."""
+    deadline = time.monotonic() + wait_s
+    while True:
+        ok, why = evict_cache(root, name, lease_s=lease_s)
+        if ok or not why.startswith("read by") or time.monotonic() >= deadline:
+            return ok, why
+        time.sleep(0.1)
 
 
 def recover_leftovers(root, lease_s: float) -> list[str]:

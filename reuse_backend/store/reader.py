@@ -208,28 +208,29 @@ class VersionReader:
             raise self._vanished(dfd, source, path, "manifest.json is missing") from None
 
     def _open_member(self, dfd: int, fname: str, entry: dict, source: str, path) -> int:
-        try:
-            st = os.stat(fname, dir_fd=dfd, follow_symlinks=False)
-        except FileNotFoundError:
-            raise self._vanished(dfd, source, path, f"{fname} is missing") from None
-        if not stat.S_ISREG(st.st_mode):
-            kind = "a symlink" if stat.S_ISLNK(st.st_mode) else stat.filemode(st.st_mode)
-            raise corrupt(self.name, f"{fname} is not a regular file",
-                           expected="a regular file", actual=kind)
+        # Opened first, then checked on the fd: O_NOFOLLOW refuses a symlink, O_NONBLOCK keeps a
+        # FIFO from blocking, and fstat of the open file is what every later read sees. (A stat
+        # by name before the open was one more server round trip per file on a network
+        # filesystem, and checked a name that could change before the open.)
         try:
             fd = os.open(fname, fsops.O_READ | os.O_NONBLOCK, dir_fd=dfd)
         except FileNotFoundError:
             raise self._vanished(dfd, source, path, f"{fname} is missing") from None
         except OSError as e:
-            if e.errno == errno.ELOOP:
-                raise corrupt(self.name, f"{fname} is a symlink", expected="a regular file",
-                               actual="symlink") from None
+            if e.errno in (errno.ELOOP, errno.ENXIO, errno.EISDIR, errno.ENODEV, errno.EOPNOTSUPP):
+                kind = "a symlink" if e.errno == errno.ELOOP else errno.errorcode.get(e.errno, str(e.errno))
+                raise corrupt(self.name, f"{fname} is not a regular file", expected="a regular file",
+                               actual=kind) from None
             raise
-        st2 = os.fstat(fd)
-        if (st2.st_dev, st2.st_ino) != (st.st_dev, st.st_ino) or st2.st_size != entry["bytes"]:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            os.close(fd)
+            raise corrupt(self.name, f"{fname} is not a regular file",
+                           expected="a regular file", actual=stat.filemode(st.st_mode))
+        if st.st_size != entry["bytes"]:
             os.close(fd)
             raise corrupt(self.name, f"{fname} has the wrong size",
-                           expected=f"{entry['bytes']} bytes", actual=f"{st2.st_size} bytes")
+                           expected=f"{entry['bytes']} bytes", actual=f"{st.st_size} bytes")
         return fd
 
 

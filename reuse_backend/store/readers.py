@@ -15,6 +15,15 @@ names this process but this process no longer holds it, or when its heartbeat is
 its lease (``SEEDREUSE_LEASE_S``, as the writer lock) plus 1 s. So a crashed reader pins a cache
 for at most one lease.
 
+One lease serves every snapshot a process holds of a cache (a reference count), and it is kept
+for LINGER_S after the last of them closes, so back-to-back snapshots register once: creating
+and removing a file in the shared ``.readers`` folder cost 6-18 ms per snapshot on CephFS (each
+client takes the folder's capabilities from the other) against one ``utime`` to reuse it. A
+lease of this process that no snapshot uses is left out of this process's own listings (an
+eviction here goes ahead at once, check does not report it); other processes see it live until
+it is removed, so it keeps the cache from their evictions for at most LINGER_S (plus one
+heartbeat) after its last use.
+
 Lease files are not part of any version: they are written with plain system calls, not
 through fsops (a crash anywhere leaves at most a lease that turns stale).
 
@@ -31,28 +40,22 @@ What this does not guarantee:
 """
 from __future__ import annotations
 
-import json
 import logging
 import os
-import threading
 import time
-import uuid
-from pathlib import Path
 
 from .lock import judge as lock_judge, lock_status, read_lock
-from .owner import hostname, pid_namespace, pid_start
+from .owner import hostname, pid_start
 from .reader import Snapshot
+from .reader_leases import LINGER_S, READERS_DIR, ReaderLease, REGISTRY, unlink_quiet, readers_dir
 from . import usage
+
+__all__ = ["LINGER_S", "READERS_DIR", "ReaderLease", "readers_dir", "lease_cache_name", "judge", "leases",
+           "live_readers", "remove_stale", "eviction_running", "LeasedSnapshot", "open_leased"]
 
 log = logging.getLogger("seedreuse")
 
-READERS_DIR = usage.READERS_DIR
 EVICT_RUN_PREFIX = "evict-"     # run id prefix of an evictor's writer lock
-_O_CREATE = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_NOFOLLOW", 0)
-
-
-def readers_dir(root) -> Path:
-    return Path(root) / READERS_DIR
 
 
 def lease_cache_name(entry: str) -> str:
@@ -60,139 +63,22 @@ def lease_cache_name(entry: str) -> str:
     return entry.split(".", 1)[0]
 
 
-class ReaderLease:
-    def __init__(self, path: Path, lease_id: str, lease_s: float, heartbeat_s: float):
-        self.path, self.id = path, lease_id
-        self.lease_s, self.heartbeat_s = lease_s, heartbeat_s
-        self.pid = os.getpid()
-        self.lost = False
-
-    @classmethod
-    def create(cls, root, name: str, *, lease_s: float, heartbeat_s: float,
-               dir_mode: int = 0o755, file_mode: int = 0o644) -> ReaderLease | None:
-        """Register a reader of ``name``; None when it cannot (it then reads unregistered)."""
-        d = readers_dir(root)
-        lease_id = uuid.uuid4().hex
-        pid = os.getpid()
-        body = json.dumps({"host": hostname(), "pid": pid, "pid_start": pid_start(pid),
-                           "pid_ns": pid_namespace(), "run_id": lease_id, "cache": name,
-                           "started_at": time.time(), "lease_s": lease_s}).encode()
-        path = d / f"{name}.{lease_id}"
-        for _ in range(5):      # bounded: a closing reader may remove the empty folder in between
-            try:
-                os.mkdir(d, dir_mode)
-            except FileExistsError:
-                pass
-            except OSError as e:            # no root yet, read-only, no permission, full
-                log.debug("seedreuse: reader of '%s' unregistered: %s", name, e)
-                return None
-            try:
-                fd = os.open(path, _O_CREATE, file_mode)
-            except FileNotFoundError:
-                continue
-            except OSError as e:
-                log.debug("seedreuse: reader of '%s' unregistered: %s", name, e)
-                return None
-            try:
-                view = memoryview(body)
-                while view:
-                    view = view[os.write(fd, view):]
-            except OSError:
-                os.close(fd)
-                _unlink(path)
-                return None
-            os.close(fd)
-            lease = cls(path, lease_id, lease_s, heartbeat_s)
-            _REGISTRY.add(lease)
-            return lease
-        return None
-
-    def beat(self) -> None:
-        try:
-            os.utime(self.path)
-        except FileNotFoundError:
-            self.lost = True
-            _REGISTRY.remove(self.id)
-            log.warning("seedreuse: reader lease %s was removed (judged stale: this reader stopped "
-                        "heartbeating for longer than its lease); the cache is no longer protected "
-                        "from eviction while this snapshot is open", self.path)
-        except OSError as e:        # transient (network filesystem): the next beat retries
-            log.debug("seedreuse: heartbeat of reader lease %s failed: %s", self.path, e)
-
-    def release(self) -> None:
-        _REGISTRY.remove(self.id)
-        # the folder stays: removing it when empty cost a directory operation per snapshot
-        # (a server round trip on network filesystems) on the hit path, for nothing
-        _unlink(self.path)
-
-
-def _unlink(path) -> None:
-    try:
-        os.unlink(path)
-    except OSError:
-        pass
-
-
-class _Registry:
-    """The leases this process holds, and the one heartbeat thread that keeps them fresh."""
-
-    def __init__(self):
-        self.guard = threading.Lock()
-        self.leases: dict[str, ReaderLease] = {}
-        self.interval = 10.0
-        self.wake = threading.Event()
-        self.thread: threading.Thread | None = None
-
-    def add(self, lease: ReaderLease) -> None:
-        with self.guard:
-            self.leases[lease.id] = lease
-            if lease.heartbeat_s < self.interval:
-                self.interval = lease.heartbeat_s
-                self.wake.set()
-            if self.thread is None or not self.thread.is_alive():   # also after a fork
-                self.thread = threading.Thread(target=self._run, name="seedreuse-reader-leases",
-                                               daemon=True)
-                self.thread.start()
-
-    def remove(self, lease_id: str) -> None:
-        with self.guard:
-            self.leases.pop(lease_id, None)
-
-    def held(self, lease_id: str) -> bool:
-        with self.guard:
-            lease = self.leases.get(lease_id)
-        return lease is not None and lease.pid == os.getpid() and not lease.lost
-
-    def _run(self) -> None:
-        while True:
-            self.wake.wait(self.interval)
-            self.wake.clear()
-            with self.guard:
-                mine = [x for x in self.leases.values() if x.pid == os.getpid()]
-            for lease in mine:
-                lease.beat()
-
-
-_REGISTRY = _Registry()
-
-
-def _after_fork_in_child() -> None:
-    # a fork while the heartbeat thread held the guard must not deadlock the child; the child's
-    # leases are its own (the parent's keep the parent's pid and are never beaten by the child)
-    _REGISTRY.guard = threading.Lock()
-    _REGISTRY.wake = threading.Event()
-    _REGISTRY.thread = None
-
-
-if hasattr(os, "register_at_fork"):
-    os.register_at_fork(after_in_child=_after_fork_in_child)
-
-
 def _own_lease(owner: dict) -> str | None:
     pid = owner["pid"]
-    if not _REGISTRY.held(owner.get("run_id")) or owner.get("pid_start") != pid_start(pid):
+    if not REGISTRY.held(owner.get("run_id")) or owner.get("pid_start") != pid_start(pid):
         return f"reader is this process (pid {pid}) and no longer holds it"
     return None
+
+
+def _mine(owner) -> bool:
+    return isinstance(owner, dict) and owner.get("pid") == os.getpid() and owner.get("host") == hostname() \
+        and owner.get("pid_start") == pid_start(os.getpid())
+
+
+def _mine_and_unused(owner) -> bool:
+    """A lease file of this very process that only lingers (this process's own listings skip it;
+    every other process sees it live until the heartbeat thread removes it)."""
+    return _mine(owner) and REGISTRY.idle(owner.get("run_id"))
 
 
 def judge(owner: dict | None, st: os.stat_result, default_lease_s: float) -> str | None:
@@ -215,6 +101,10 @@ def leases(root, name: str | None = None, default_lease_s: float = 120.0) -> lis
         owner, st = read_lock(d / entry)
         if st is None:
             continue                    # released meanwhile
+        if _mine_and_unused(owner):
+            continue                    # no snapshot of this process uses it: not a reader here
+        if _mine(owner) and not REGISTRY.held(owner.get("run_id")) and not os.path.lexists(d / entry):
+            continue                    # this process removed it meanwhile (remove_expired)
         out.append({"path": str(d / entry), "cache": cache, "owner": owner,
                     "stale": judge(owner, st, default_lease_s)})
     return out
@@ -225,11 +115,13 @@ def live_readers(root, name: str, default_lease_s: float = 120.0) -> list[dict]:
 
 
 def remove_stale(root, name: str | None = None, default_lease_s: float = 120.0) -> list[str]:
-    """Remove stale leases (of ``name`` or all); the folder too when it is empty."""
+    """Remove stale leases (of ``name`` or all), and this process's unused ones (they would go
+    within LINGER_S anyway); the folder too when it is empty."""
+    REGISTRY.remove_idle(root, name)
     done = []
     for x in leases(root, name, default_lease_s):
         if x["stale"] is not None:
-            _unlink(x["path"])
+            unlink_quiet(x["path"])
             done.append(f"removed stale reader lease {os.path.basename(x['path'])}: {x['stale']}")
     try:
         os.rmdir(readers_dir(root))
@@ -283,9 +175,9 @@ def open_leased(cache, opener, wait_s: float = 5.0):
     ``wait_s``), then look once more."""
     # Invariant (readers): the lease exists before the version is opened, so an evictor's
     # second look (after its rename out) sees every reader that could have opened the version.
-    lease = ReaderLease.create(cache.root, cache.name, lease_s=cache.lease_s,
-                               heartbeat_s=cache.heartbeat_s, dir_mode=cache.dir_mode,
-                               file_mode=cache.file_mode)
+    lease = ReaderLease.acquire(cache.root, cache.name, lease_s=cache.lease_s,
+                                heartbeat_s=cache.heartbeat_s, dir_mode=cache.dir_mode,
+                                file_mode=cache.file_mode)
     try:
         snap = opener()
         if snap is None and lease is not None and eviction_running(cache):

@@ -108,10 +108,16 @@ def normalized(m: dict | None) -> dict | None:
 
 
 def entries(root) -> list[str]:
-    """The root's entries; an empty ``.readers`` folder (kept between snapshots) is left out."""
+    """The root's entries; the ``.readers`` folder is left out when it is empty (it is kept
+    between snapshots) or holds only this process's unused leases (removed LINGER_S after their
+    last snapshot: readers.py); the reader tests look at it directly."""
+    from reuse_backend.store import readers
+
     def kept(e):
         p = os.path.join(root, e)
-        return not (e == ".readers" and os.path.isdir(p) and not os.listdir(p))
+        if e != readers.READERS_DIR or not os.path.isdir(p):
+            return True
+        return any(x["owner"] is None or x["owner"].get("pid") != os.getpid() for x in readers.leases(root))
     return sorted(e for e in os.listdir(root) if kept(e))
 
 
@@ -145,5 +151,9 @@ class OpHook:
         fsops.clear_hook()
 
 
-def copy_root(src, dst) -> None:
-    shutil.copytree(src, dst, symlinks=True)
+def copy_root(src, dst, **kw):
+    """shutil.copytree of a cache root (symlinks as symlinks) without its reader leases: they
+    name the process that read the source (this one), so in a copy they would be leases this
+    process does not hold (stale for check)."""
+    from reuse_backend.store import readers
+    return shutil.copytree(src, dst, symlinks=True, ignore=shutil.ignore_patterns(readers.READERS_DIR), **kw)

@@ -19,7 +19,8 @@ import subprocess
 import sys
 
 import pytest
-from tests.backend.storehelp import REPO_ROOT, OpHook, cache_state, entries, normalized, write_version, writer_proc
+from tests.backend.storehelp import (REPO_ROOT, OpHook, cache_state, copy_root, entries, normalized, write_version,
+                                     writer_proc)
 
 from reuse_backend.store.check import check
 from reuse_backend.store import Cache
@@ -64,7 +65,7 @@ def _run(target, *args) -> int:
 def _dry_run_count(tmp_path, template, marker) -> int:
     root = tmp_path / "dry"
     if template is not None:
-        shutil.copytree(template, root)
+        copy_root(template, root)
     else:
         root.mkdir()
     out = subprocess.run(writer_proc("count", root, "a", marker), cwd=REPO_ROOT, capture_output=True, text=True, timeout=120, check=False)
@@ -72,7 +73,7 @@ def _dry_run_count(tmp_path, template, marker) -> int:
     k = int(out.stdout.split()[-1])
     # the forked writers must see the same operation sequence as a fresh interpreter
     root2 = tmp_path / "dry2"
-    shutil.copytree(template, root2) if template is not None else root2.mkdir()
+    copy_root(template, root2) if template is not None else root2.mkdir()
     q = CTX.Queue()
     assert _run(_count, root2, marker, q) == 0
     assert q.get(timeout=5) == k
@@ -97,7 +98,7 @@ def test_sigkill_at_every_fs_operation(tmp_path, with_base):
     outcomes, passed = [], 0
     for k in range(1, K + 2):                    # K + 1: the run completes without a kill
         root = tmp_path / f"k{k}"
-        shutil.copytree(template, root) if template is not None else root.mkdir()
+        copy_root(template, root) if template is not None else root.mkdir()
         code = _run(_writer, root, new, k)
         if k <= K:
             assert code == -signal.SIGKILL, f"crash point {k}: writer exit {code}"

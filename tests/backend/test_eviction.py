@@ -20,7 +20,7 @@ import uuid
 import pytest
 import torch
 
-from tests.backend.storehelp import REPO_ROOT, OpHook, cache_marker, entries, snapshot_marker, write_version
+from tests.backend.storehelp import REPO_ROOT, OpHook, cache_marker, copy_root, entries, snapshot_marker, write_version
 from reuse_backend.cli import main as cli
 from reuse_backend.errors import InvalidRequestError, StorageFullError
 from reuse_backend.store import Cache, RunInfo, evict, readers, usage
@@ -164,6 +164,7 @@ def _reader_child(root, name, conn):
     conn.recv()
     snap.close()
     conn.send("closed")
+    conn.recv()          # stays alive (its heartbeat thread removes the unused lease) until told
 
 
 class _Reader:
@@ -199,9 +200,18 @@ def test_a_cache_a_reader_holds_is_skipped_and_a_crashed_reader_does_not_pin_it(
         assert "read by 1 reader(s)" in rep.caches[1].why
         assert cache_marker(Cache(root, "a")) == 1
         r.close()
+        # the closed snapshot's lease lingers (readers.LINGER_S) in case the reader opens the
+        # cache again: another process's eviction still keeps the cache meanwhile...
+        if readers.live_readers(root, "a"):
+            rep = evict.enforce(root, 1)
+            assert [(e.name, e.action) for e in rep.caches] == [("a", "skipped")]
+        # ...and then the reader's heartbeat thread removes it (bounded wait)
+        deadline = time.monotonic() + readers.LINGER_S + 10
+        while os.listdir(tmp_path / ".readers") and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert os.listdir(tmp_path / ".readers") == []
     finally:
         r.kill()
-    assert os.listdir(tmp_path / ".readers") == []          # the lease went with the snapshot
     r = _reader(root, "a")
     r.kill()                                                  # a crashed reader leaves its lease
     lease = readers.leases(root, "a")
@@ -353,7 +363,7 @@ def test_sigkill_at_every_fs_operation_of_an_eviction(tmp_path):
     template.mkdir()
     _commit_all(str(template), ["a", "b"])                 # a is the least recently used
     dry = tmp_path / "dry"
-    shutil.copytree(template, dry)
+    copy_root(template, dry)
     q = CTX.Queue()
     assert _run(_evict_proc, str(dry), None, q) == 0
     K, evicted, ops = q.get(timeout=10)
@@ -362,7 +372,7 @@ def test_sigkill_at_every_fs_operation_of_an_eviction(tmp_path):
     outcomes = []
     for k in range(1, K + 2):
         root = tmp_path / f"k{k}"
-        shutil.copytree(template, root)
+        copy_root(template, root)
         code = _run(_evict_proc, str(root), k)
         assert code == (-signal.SIGKILL if k <= K else 0), f"point {k} ({ops[k - 1] if k <= K else 'end'})"
         # what any reader sees right after the crash, before recovery: all of a, or no a
@@ -520,3 +530,36 @@ def test_cli_list_gc_dry_run_and_gc(tmp_path, capsys):
     assert "kept (in use)" in capsys.readouterr().out and entries(root) == ["b"]
     assert cli(["--root", root, "gc", "--max-bytes", "lots"]) == 2
     assert cli(["--root", root, "check"]) == 0
+
+
+def test_back_to_back_snapshots_register_once_and_the_lease_goes_after_its_linger(tmp_path):
+    """One lease per process and cache: a second snapshot (open together or right after) reuses
+    it (one utime instead of creating and removing a file in the shared folder); an unused lease
+    does not keep this process's own eviction waiting; it is removed LINGER_S after its last
+    snapshot; a lease removed meanwhile (judged stale elsewhere) is replaced by a new one."""
+    root = str(tmp_path)
+    _commit_all(root, ["a", "b"])
+    d = tmp_path / ".readers"
+    s1 = Cache(root, "a").snapshot()
+    first = os.listdir(d)
+    s2 = Cache(root, "a").snapshot()
+    assert os.listdir(d) == first and len(first) == 1              # open together: one lease
+    s1.close()
+    assert os.listdir(d) == first and readers.live_readers(root, "a")   # s2 still holds it
+    s2.close()
+    assert os.listdir(d) == first                                   # lingering, unused
+    assert readers.live_readers(root, "a") == []                    # not a reader for this process
+    with Cache(root, "a").snapshot():
+        assert os.listdir(d) == first                               # right after: reused
+    os.unlink(d / first[0])                                         # removed by someone else
+    with Cache(root, "a").snapshot():
+        again = os.listdir(d)
+        assert len(again) == 1 and again != first                   # a new lease, registered
+    deadline = time.monotonic() + readers.LINGER_S + 10
+    while os.listdir(d) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert os.listdir(d) == []                                      # gone after the linger
+    with Cache(root, "b").snapshot():
+        pass
+    rep = evict.enforce(root, 1)                                    # b's unused lease: no wait
+    assert sorted(rep.evicted) == ["a", "b"] and entries(root) == []

@@ -15,6 +15,7 @@ from tests.backend.storehelp import (
     OpHook,
     cache_marker,
     cache_state,
+    copy_root,
     entries,
     normalized,
     write_version,
@@ -37,7 +38,7 @@ def test_fault_at_every_fs_operation(tmp_path, err, persistent):
     prev_manifest = cache_state(Cache(template, "a"))[1]
     clean = tmp_path / "clean"
     clean.mkdir()
-    shutil.copytree(template, clean, dirs_exist_ok=True)
+    copy_root(template, clean, dirs_exist_ok=True)
     write_version(Cache(clean, "a"), 2)
     new_manifest = normalized(cache_state(Cache(clean, "a"))[1])
     code = ERRNOS[err]
@@ -49,7 +50,7 @@ def test_fault_at_every_fs_operation(tmp_path, err, persistent):
     while True:
         k += 1
         root = tmp_path / f"k{k}"
-        shutil.copytree(template, root)
+        copy_root(template, root)
         cache = Cache(root, "a")
         ok = False
         with OpHook(k, fail, persistent) as hook:

@@ -392,12 +392,17 @@ def _copy_example_inputs(worker) -> list[str]:
     return names
 
 
-# Readability is the layout of the example files, the same for every frontend: one frontend per
-# mode (the badge test above covers all four combinations) keeps the suite's time in check.
-@pytest.mark.parametrize("frontend,mode", [("host", "litegraph"), ("newest", "vue")], indirect=["frontend"])
-def test_examples_open_readable_with_their_inputs_and_timeline(frontend, mode, browser, browser_artifacts,
+# Readability is the layout of the example files, the same for every frontend: one mode per
+# frontend (the badge test above covers all four combinations) keeps the suite's time in check.
+# The mode follows the module's frontend fixture (an indirect parametrization would start two
+# more frontend workers).
+EXAMPLES_MODE = {"host": "litegraph", "newest": "vue"}
+
+
+def test_examples_open_readable_with_their_inputs_and_timeline(frontend, browser, browser_artifacts,
                                                               write_ui_settings):
     name, version, worker = frontend
+    mode = EXAMPLES_MODE[name]
     assert EXAMPLES, "example_workflows/*.json: the pack ships example workflows"
     shipped = _copy_example_inputs(worker)
     write_ui_settings(worker, {"Comfy.VueNodes.Enabled": mode == "vue"})

@@ -306,7 +306,7 @@ def _load_all(root: Path, name: str) -> int:
     return len(vals)
 
 
-def measure_io(env: SharedFSEnv, total_mb: int = 64, repeats: int = 5, log=print) -> dict:
+def measure_io(env: SharedFSEnv, total_mb: int = 64, repeats: int = 11, log=print) -> dict:
     """A cache's artifacts written on hostA, then load_slot of every slot vs a raw sequential read
     of the same files, through each host's mount (interleaved, medians)."""
     name = "sfs-io"
