@@ -90,13 +90,6 @@ class _EncodeOrReuse(io.ComfyNode):
         return True
 
     @classmethod
-    def fingerprint_inputs(cls, slot=None, **kw):
-        # Re-execute after any transaction in this process ended, so each prompt that runs a
-        # transaction sees the node stage or carry its slot; between all-hit runs ComfyUI's
-        # own in-memory cache may serve the node (the committed slot is still current).
-        return (slot, transactions.global_epoch())
-
-    @classmethod
     def _decision(cls, session, slot):
         ctx = transactions.current()
         uid = cls.hidden.unique_id

@@ -74,10 +74,16 @@ class SeedReuseSession(io.ComfyNode):
 
     @classmethod
     def fingerprint_inputs(cls, **kw):
-        # ComfyUI's in-memory cache keys a node by its inputs; the Session's output holds the
-        # user's namespace, so the user is part of its key, or a Session executed for one user
-        # would be served to another from memory (tests/test_multi_user.py)
-        return transactions.current_user() or ""
+        # ComfyUI's in-memory cache keys a node by its inputs and by its ancestors' keys, so
+        # what this returns is part of the key of every node downstream of the Session:
+        # - the user: the Session's output holds the user's namespace, or a Session executed
+        #   for one user would be served to another from memory (tests/test_multi_user.py);
+        # - the transaction epoch: after a transaction ended in this process, every reuse node
+        #   runs again, so a prompt that runs a transaction sees each node stage or carry its
+        #   slot; between all-hit runs ComfyUI may serve them from memory (the committed slot is
+        #   still current). Every Encode-or-Reuse node takes the Session, so this one call per
+        #   prompt stands for a fingerprint per reuse node (each one cost ComfyUI ~0.3 ms).
+        return transactions.current_user() or "", transactions.global_epoch()
 
     @classmethod
     def validate_inputs(cls, cache_name, reuse, reuse_prefix_segments, from_take=0):

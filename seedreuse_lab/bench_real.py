@@ -29,6 +29,11 @@ from .graphs import AUDIO, I2V, link
 
 AUDIO_S = 5.0
 STEPS = (2, 20)     # sampler steps of the queue -> sampler-start comparison (it should not depend on them)
+# Before each measured request: ComfyUI's prompt worker runs gc.collect() right after a prompt
+# when its last one is >= 10 s old (main.py prompt_worker), 50-200 ms of CPU. Unsettled, the
+# other worker's collection ran during the 20-step hit (queued right after that worker's cold
+# run) on this 2-core machine, and a worker's own collection could delay its next request.
+SETTLE_S = 1.0
 ENC_NODES = {I2V.CLIP_VISION_LOADER: "ViT-H load", I2V.CLIP_VISION_ENCODE: "ViT-H encode (224 px)",
              AUDIO.LOADER: "wav2vec2 base load", AUDIO.ENCODE: f"wav2vec2 base encode ({AUDIO_S:g} s)"}
 
@@ -119,6 +124,7 @@ def bench_real_encoders(tmp: Path, R: int, b) -> None:
                 # ComfyUI's own same-process re-queue (plain graph, no pack): B warm, encoders in memory
                 t = f"same {k}"
                 B.run(_graph(next(seed), t, cache_name=None, steps=steps), timeout=1800).raise_for_status()
+                time.sleep(SETTLE_S)
                 r, st = _timed(B, _graph(next(seed), t, cache_name=None, steps=steps), timeout=1800)
                 assert not any(n in r.executed for n in ENC_NODES), r.executed
                 pre[("same", steps)].append(st[I2V.SAMPLER])
@@ -129,6 +135,7 @@ def bench_real_encoders(tmp: Path, R: int, b) -> None:
                 cache = f"real{k}" if steps == STEPS[0] else f"real{k}s{steps}"
                 if steps != STEPS[0]:
                     A.run(_graph(next(seed), f"cold {k}", cache_name=cache, reuse="off"), timeout=1800).raise_for_status()
+                time.sleep(SETTLE_S)
                 r, st = _timed(B, _graph(next(seed), f"cold {k}", cache_name=cache, reuse="require", steps=steps),
                                timeout=1800)
                 assert not any(n in r.executed for n in ENC_NODES) and I2V.SAMPLER in r.executed, r.executed

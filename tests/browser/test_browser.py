@@ -33,6 +33,7 @@ import pytest
 
 from seedreuse_lab import graphs, host, reuse_graphs
 from seedreuse_lab.graphs import T2V
+from ._canvas import APP, WIDGET_VALUE
 
 pytestmark = [pytest.mark.comfy, pytest.mark.browser]
 
@@ -40,7 +41,6 @@ EXT_FILE = "seedreuse.js"
 EXT_BASE = f"/extensions/{host.PACK_LINK_NAME}/"   # every module of the extension is served under it
 NEEDED_NODES = ("SeedReuseSession", "SeedReuseEncodeConditioning", "SeedReuseSegmentLoopStart",
                 "SeedReuseBoundarySave", "SeedReuseSegmentLoopEnd", "SeedReusePrefixMerge")
-APP = "window.comfyAPI.app.app"
 
 # Installed before any page script runs: records the caller of every setInterval, so a test can
 # check that the extension (event-driven only) installed none.
@@ -180,11 +180,7 @@ class UI:
         }}""", [int(node_id), name, value])
 
     def widget(self, node_id, name: str):
-        return self.js(f"""([id, name]) => {{
-            const n = {APP}.graph.getNodeById(id);
-            const w = n && (n.widgets || []).find((w) => w.name === name);
-            return w ? w.value : null;
-        }}""", [int(node_id), name])
+        return self.js(WIDGET_VALUE, [int(node_id), name])
 
     def center_on(self, node_id):
         self.js(f"""(id) => {{

@@ -16,10 +16,10 @@ import pytest
 
 from seedreuse_lab import graphs
 from seedreuse_lab.reuse_graphs import SEG, segment_graph, t2v_reuse
+from ._canvas import APP
 
 pytestmark = [pytest.mark.comfy, pytest.mark.browser]
 
-APP = "window.comfyAPI.app.app"
 TAB_BUTTON = ".seedreuse-caches-tab-button"
 SMALL = dict(width=32, height=32, length=5, steps=1)
 

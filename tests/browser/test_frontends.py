@@ -41,10 +41,10 @@ import pytest
 from seedreuse_lab import host, reuse_graphs
 from seedreuse_lab.graphs import T2V
 from seedreuse_lab.tools import example_files
+from ._canvas import APP
 
 pytestmark = [pytest.mark.comfy, pytest.mark.browser]
 
-APP = "window.comfyAPI.app.app"
 ENC = "101"
 EXT_BASE = f"/extensions/{host.PACK_LINK_NAME}/"
 RUNNING = "running…"

@@ -10,7 +10,8 @@ import json
 
 import pytest
 
-APP = "window.comfyAPI.app.app"
+from ._canvas import APP
+
 LABEL = "SeedReuse: make this workflow reusable"
 TEMPLATE = "video_wan2_2_14B_t2v"
 

@@ -34,10 +34,10 @@ from seedreuse_lab import graphs
 from seedreuse_lab.graphs import link
 from seedreuse_lab.reuse_graphs import SEG, SESSION, segment_graph
 from reuse_backend.media import segments, video
+from ._canvas import APP, WIDGET_VALUE
 
 pytestmark = [pytest.mark.comfy, pytest.mark.browser]
 
-APP = "window.comfyAPI.app.app"
 IMAGE = "seedreuse_takes_ui.png"
 F, M, TOTAL = 5, 1, 13                      # 3 segments: P(1) = 5, P(2) = 9, P(3) = 13
 FPS = 20.0                                  # the sine lasts 13 / 20 = 0.65 s: a value the canvas keeps as is
@@ -116,11 +116,7 @@ class Page:
                                  f"\n{self.worker.log_tail(30)}") from e
 
     def widget(self, node_id, name: str):
-        return self.js(f"""([id, name]) => {{
-            const n = {APP}.graph.getNodeById(id);
-            const w = n && (n.widgets || []).find((w) => w.name === name);
-            return w ? w.value : null;
-        }}""", [int(node_id), name])
+        return self.js(WIDGET_VALUE, [int(node_id), name])
 
     def set_widget(self, node_id, name: str, value):
         self.js(f"""([id, name, value]) => {{

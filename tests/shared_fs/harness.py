@@ -453,8 +453,9 @@ class trusted_fs:
 
 def run_profile(profile, out_dir: Path, models_dir: Path, *, requests: int = 8, seed: int = 5,
                 measure: bool = False, time_budget_s: float | None = None, trusted: bool = False,
-                log=print) -> dict:
+                mandatory_kinds: tuple | None = None, log=print) -> dict:
     """Bring the profile's volume up, probe, (measure,) soak or refusal check, tear down.
+    ``mandatory_kinds``: the soak's mandatory phase (SoakConfig.mandatory_kinds; None: all).
     ``trusted``: lift any refusal of this root (SEEDREUSE_TRUSTED_FILESYSTEM=<its fstype>, as an
     operator could) and run the full soak, to see what a refusal protects from (or that it is not
     needed)."""
@@ -496,7 +497,7 @@ def run_profile(profile, out_dir: Path, models_dir: Path, *, requests: int = 8, 
             else:
                 if measure:
                     res["hits"] = measure_hits(env, fleet, log=log)
-                cfg = soak_config(requests, seed, time_budget_s=time_budget_s)
+                cfg = soak_config(requests, seed, time_budget_s=time_budget_s, mandatory_kinds=mandatory_kinds)
                 soak = CrossHostSoak(fleet, cfg, out_dir / "soak",
                                      log=lambda *a: log("  " + " ".join(str(x) for x in a)))
                 soak.run()

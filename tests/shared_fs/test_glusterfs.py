@@ -15,6 +15,12 @@ Needs root, /dev/fuse and network namespaces; installs glusterfs-server / gluste
 apt when missing (tests/shared_fs/conftest.py). Other filesystems and the measurements:
 ``bash scripts/shared_fs.sh``. Size: SEEDREUSE_SHAREDFS_REQUESTS (default 8; the soak's
 mandatory phase always runs in full), SEEDREUSE_SHAREDFS_TIME_BUDGET for its random tail.
+
+In the suite the soak's mandatory phase is every fault kind and a Segment Reuse resume
+(``SUITE_KINDS``), what depends on the filesystem: locks, commits, recovery and reads across the
+two mounts. The take-history kinds (extend, longest valid prefix, an older kept take) are the
+same commits and reads over other take bookkeeping; the in-suite local soak
+(tests/soak/test_soak.py) covers them, and ``scripts/shared_fs.sh`` runs them on every filesystem.
 """
 from __future__ import annotations
 
@@ -34,13 +40,15 @@ pytestmark = pytest.mark.sharedfs
 REQUESTS = int(os.environ.get("SEEDREUSE_SHAREDFS_REQUESTS", "8"))
 TIME_BUDGET_S = float(os.environ.get("SEEDREUSE_SHAREDFS_TIME_BUDGET", "30"))
 SEED = int(os.environ.get("SEEDREUSE_SHAREDFS_SEED", "5"))
+SUITE_KINDS = ("fail", "interrupt", "kill:late", "kill:tmp-manifest", "kill:.old", "resume")
 
 
 @pytest.mark.parametrize("option_set", ["gluster-strict", "gluster-stock"])
 def test_glusterfs_two_hosts(option_set, gluster_installed, models_dir, tmp_path):
     prof = PROFILES[option_set]()
     t0 = time.monotonic()
-    res = run_profile(prof, tmp_path, models_dir, requests=REQUESTS, seed=SEED, time_budget_s=TIME_BUDGET_S)
+    res = run_profile(prof, tmp_path, models_dir, requests=REQUESTS, seed=SEED, time_budget_s=TIME_BUDGET_S,
+                      mandatory_kinds=SUITE_KINDS)
     print(f"\n{option_set}: {res['version']}, {res['options']}; {time.monotonic() - t0:.0f} s in all "
           f"(bring-up {res['setup']['setup_s']} s, workers {res.get('workers_start_s')} s, "
           f"teardown {res['teardown_s']} s)")

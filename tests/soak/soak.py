@@ -127,6 +127,7 @@ class SoakConfig:
     min_each: int = 2           # at least this many of each fault (mandatory phase + tail)
     time_budget_s: float | None = None   # no new tail request after this (never cuts the mandatory phase)
     mandatory: bool = True      # start with the mandatory phase (MANDATORY, then TOP_UPS)
+    mandatory_kinds: tuple | None = None   # a subset of MANDATORY for the phase (None: all of it)
     max_attempts: int = 3       # a mandatory kind that did not happen is planned again, this often in all
     request_timeout_s: float = 240.0
     t2v_share: float = 0.45
@@ -431,7 +432,8 @@ class Soak:
         # mandatory phase: the kinds still to plan (head first), per-kind bookkeeping
         self.queue: list[str] = []
         if cfg.mandatory and not cfg.expect_refused:   # on a refused root no fault can ever apply
-            self.queue = [k for k in MANDATORY if k != "from_take" or self.keep > 1]
+            kinds = MANDATORY if cfg.mandatory_kinds is None else cfg.mandatory_kinds
+            self.queue = [k for k in MANDATORY if k in kinds and (k != "from_take" or self.keep > 1)]
             self.rng.shuffle(self.queue)
         self.cov: dict[str, dict] = {k: self._cov_entry() for k in self.queue}
         self.mandatory_active = bool(self.queue)
@@ -442,6 +444,7 @@ class Soak:
         self.deck: list[str] | None = None    # the tail's faults, dealt when the mandatory phase ends
         self.followups: list[tuple[str, int]] = []   # (cache, worker index) forced next
         self.t_start = None
+        self.restarting: dict[str, tuple] = {}   # worker name -> (thread, errors, start time)
 
     @staticmethod
     def _cov_entry() -> dict:
@@ -498,6 +501,12 @@ class Soak:
         else:
             cache = T2V_CACHE if rng.random() < self.cfg.t2v_share else SEG_CACHE
             worker = rng.randrange(len(self.fleet.workers))
+            # a worker of the same host that is up, when the drawn one is still restarting
+            # (a function of the plan, not of timing: a worker restarts from its kill until
+            # its next request)
+            me = self.fleet.host_of(self.fleet.workers[worker])
+            worker = self._not_restarting([worker] + [i for i, x in enumerate(self.fleet.workers)
+                                                      if i != worker and self.fleet.host_of(x) == me], None)[0]
         if cache == T2V_CACHE:
             req = Request(idx, "t2v", cache, worker, rng.choice(["auto", "auto", "require"]),
                           self._new_seed(), rng.choice(TEXTS))
@@ -839,6 +848,41 @@ class Soak:
 
     # -------------------------------------------------------------- the chain
     def run(self) -> dict:
+        try:
+            return self._run_all()
+        finally:
+            for w in self.fleet.workers:     # never leave a worker starting after the fleet stops
+                self._wait_restarted(w, check=False)
+
+    def _restart_in_background(self, w) -> None:
+        """Restart a killed worker on a thread (its start is ~10 s of imports): the next
+        requests run on the other workers meanwhile; one for this worker waits for it."""
+        errors: list = []
+
+        def restart():
+            try:
+                self.fleet.restart(w)
+                graphs.write_test_image(Path(w.input_dir) / "ref.png", seed=7)
+            except BaseException as e:   # re-raised by _wait_restarted
+                errors.append(e)
+
+        t = threading.Thread(target=restart, name=f"soak-restart-{w.name}", daemon=True)
+        t.start()
+        self.restarting[w.name] = (t, errors, time.monotonic())
+
+    def _wait_restarted(self, w, check: bool = True) -> float:
+        """Seconds waited for a restart of ``w`` still running (0 when none was)."""
+        got = self.restarting.pop(w.name, None)
+        if got is None:
+            return 0.0
+        t, errors, _ = got
+        t0 = time.monotonic()
+        t.join()
+        if errors and check:
+            raise SoakFailure(f"worker {w.name} did not restart after its kill: {errors[0]}") from errors[0]
+        return time.monotonic() - t0
+
+    def _run_all(self) -> dict:
         self.t_start = time.monotonic()
         if not self.mandatory_active:
             self._end_mandatory()
@@ -867,9 +911,11 @@ class Soak:
                 idx += 1
                 hosts = [i for i, w in enumerate(self.fleet.workers)
                          if m.lock_owner is None or self.fleet.host_of(w) == m.lock_owner.get("host")]
-                req = self._plan(idx, (name, hosts[0]))
+                req = self._plan(idx, (name, self._not_restarting(hosts, None)[0]))
                 req.fault, req.kill_mode, req.where = "none", "", ""
                 self._step(req)
+        for w in self.fleet.workers:
+            self._wait_restarted(w)
         for name in self.models:
             probs = check(self.root, name)
             if probs:
@@ -878,6 +924,7 @@ class Soak:
 
     def _step(self, req: Request) -> None:
         w = self.fleet.workers[req.worker]
+        waited = self._wait_restarted(w)
         m = self.models[req.cache]
         before = m.version
         try:
@@ -890,6 +937,8 @@ class Soak:
         secs = time.monotonic() - t0
         step = Step(req.idx, asdict(req), "killed" if res is None else res.status, "", secs,
                     version_before=before)
+        if waited:
+            step.notes.append(f"waited {waited:.1f}s for {w.name}'s restart")
         try:
             touched = False
             if res is None:
@@ -1164,14 +1213,12 @@ class Soak:
                           f"delay={info.get('delay', 0) * 1000:.1f}ms fs={fs} client_saw={saw}"
                           + (f" watch={info['watch']}" if info.get("watch") else "")
                           + (f" WATCH ERROR {info['watch_error']}" if info.get("watch_error") else ""))
-        t0 = time.monotonic()
         try:
             self._classify_kill(req, w, info, step, m, saw)
         finally:
-            self.fleet.restart(w)
-            graphs.write_test_image(Path(w.input_dir) / "ref.png", seed=7)
+            self._restart_in_background(w)
             self.c["restarts"] += 1
-            step.notes.append(f"restart {time.monotonic() - t0:.1f}s")
+            step.notes.append("restart in the background")
 
     def _classify_kill(self, req: Request, w: ComfyWorker, info: dict, step: Step, m: CacheModel, saw) -> None:
         lock_owner, _ = read_lock(self.root / f"{req.cache}.lock")
@@ -1233,8 +1280,16 @@ class Soak:
             others = [i for i, x in enumerate(self.fleet.workers) if self.fleet.host_of(x) != me]
             same = [i for i, x in enumerate(self.fleet.workers) if self.fleet.host_of(x) == me]
             if others and m.lock_owner is not None:
-                self.followups.append((req.cache, self.frng.choice(others)))
-            self.followups.append((req.cache, self.frng.choice(same)))
+                self.followups.append((req.cache, self.frng.choice(self._not_restarting(others, w))))
+            self.followups.append((req.cache, self.frng.choice(self._not_restarting(same, w))))
+
+    def _not_restarting(self, idxs: list, killed) -> list:
+        """The workers of ``idxs`` that are up (not ``killed``, about to restart, nor still
+        restarting from an earlier kill), else all of them: the follow-up is another process
+        either way, and one that is up does not wait ~10 s for a start."""
+        up = [i for i in idxs if self.fleet.workers[i] is not killed
+              and self.fleet.workers[i].name not in self.restarting]
+        return up or idxs
 
     def _check_all(self, req: Request, step: Step, touched: bool) -> None:
         for name, m in self.models.items():
@@ -1358,9 +1413,11 @@ def assert_coverage(r: dict) -> None:
     if r.get("coverage_missing"):
         problems.append(f"planned but never happened: {r['coverage_missing']}")
     keys = ["kills_before_commit", "kills_after_commit", "failures_injected", "interrupts",
-            "encoder_hits", "prefix_resumes", "extends", "longest_valid_resumes"]
-    if r.get("keep_takes", 0) > 1:
-        keys.append("from_take_resumes")
+            "encoder_hits", "prefix_resumes"]
+    kinds = mand.get("kinds") or ()
+    # the take-history kinds, when the phase planned them (SoakConfig.mandatory_kinds)
+    keys += [k for kind, k in (("extend", "extends"), ("longest", "longest_valid_resumes"),
+                               ("from_take", "from_take_resumes")) if kind in kinds]
     for key in keys:
         if not r.get(key):
             problems.append(f"{key} = 0")

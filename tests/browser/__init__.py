@@ -1,0 +1,1 @@
+"""Browser tests: the web extension on a real ComfyUI frontend in Chromium (Playwright)."""
