@@ -119,9 +119,9 @@ def refuse_inexact_numbers(json_data):
             inputs = node.get("inputs") if isinstance(ct, str) and ct.startswith(PREFIX) else None
             if not isinstance(inputs, dict):
                 continue
-            for name, spec in _number_specs(ct).items():
-                kind = spec[0] if isinstance(spec, (list, tuple)) and spec else None
-                if kind not in ("INT", "FLOAT") or name not in inputs:
+            for name, spec in _number_specs(ct).items():    # INT / FLOAT specs only
+                kind = spec[0]
+                if name not in inputs:
                     continue
                 v = inputs[name]
                 if isinstance(v, dict) and "__value__" in v:

@@ -118,9 +118,13 @@ def in_use(root, name: str, lease_s: float) -> str | None:
     return None
 
 
-def _readers_why(live: list[dict]) -> str:
+class KeptByReaders(str):
+    """The why of a cache kept only because readers hold it (a str: callers show it as is)."""
+
+
+def _readers_why(live: list[dict]) -> KeptByReaders:
     o = live[0]["owner"] or {}
-    return f"read by {len(live)} reader(s) (host {o.get('host')} pid {o.get('pid')})"
+    return KeptByReaders(f"read by {len(live)} reader(s) (host {o.get('host')} pid {o.get('pid')})")
 
 
 def evict_cache(root, name: str, *, lease_s: float) -> tuple[bool, str]:
@@ -177,7 +181,7 @@ def evict_cache_when_readers_leave(root, name: str, *, lease_s: float,
     deadline = time.monotonic() + wait_s
     while True:
         ok, why = evict_cache(root, name, lease_s=lease_s)
-        if ok or not why.startswith("read by") or time.monotonic() >= deadline:
+        if ok or not isinstance(why, KeptByReaders) or time.monotonic() >= deadline:
             return ok, why
         time.sleep(0.1)
 
