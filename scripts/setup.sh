@@ -87,7 +87,12 @@ FRONTEND_PIN=$(grep -v '^#' tests/browser/newest-frontend.txt | head -n 1)
 FRONTEND_DIR=".cache/frontend/${FRONTEND_PIN##*==}"
 if [ "$WITH_BROWSER" = 1 ] && [ ! -f "$FRONTEND_DIR/comfyui_frontend_package/static/index.html" ]; then
   log "installing $FRONTEND_PIN into $FRONTEND_DIR for the browser test"
-  "$VENV/bin/python" -m pip --disable-pip-version-check -q install --no-deps --target "$FRONTEND_DIR" "$FRONTEND_PIN" 2>&1 \
-    | grep -v '^WARNING: Location' >&2 || log "$FRONTEND_PIN could not be installed; the browser test will report it"
+  # pip's own status decides (a quiet, successful install prints nothing, so a filter's status
+  # in the pipe would report a failure that did not happen)
+  if ! PIP_OUT=$("$VENV/bin/python" -m pip --disable-pip-version-check -q install --no-deps \
+      --target "$FRONTEND_DIR" "$FRONTEND_PIN" 2>&1); then
+    printf '%s\n' "$PIP_OUT" | grep -v '^WARNING: Location' >&2 || true
+    log "$FRONTEND_PIN could not be installed; the browser test will report it"
+  fi
 fi
 echo "$VENV"
