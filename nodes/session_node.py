@@ -82,8 +82,9 @@ class SeedReuseSession(io.ComfyNode):
         #   runs again, so a prompt that runs a transaction sees each node stage or carry its
         #   slot; between all-hit runs ComfyUI may serve them from memory (the committed slot is
         #   still current). Every Encode-or-Reuse node takes the Session, so this one call per
-        #   prompt stands for a fingerprint per reuse node: the six of the I2V benchmark graph
-        #   took ComfyUI's set_prompt from 7.8 to 11.5 ms (medians, docs/BENCHMARKS.md 3a).
+        #   prompt stands for a fingerprint per reuse node: on the I2V benchmark graph, six such
+        #   fingerprints made ComfyUI's set_prompt 11.5 ms, this one 7.8 ms (medians,
+        #   docs/BENCHMARKS.md 3a).
         return transactions.current_user() or "", transactions.global_epoch()
 
     @classmethod

@@ -444,7 +444,7 @@ class Soak:
         self.deck: list[str] | None = None    # the tail's faults, dealt when the mandatory phase ends
         self.followups: list[tuple[str, int]] = []   # (cache, worker index) forced next
         self.t_start = None
-        self.restarting: dict[str, tuple] = {}   # worker name -> (thread, errors, start time)
+        self.restarting: dict[str, tuple] = {}   # worker name -> (restart thread, its errors)
 
     @staticmethod
     def _cov_entry() -> dict:
@@ -868,14 +868,14 @@ class Soak:
 
         t = threading.Thread(target=restart, name=f"soak-restart-{w.name}", daemon=True)
         t.start()
-        self.restarting[w.name] = (t, errors, time.monotonic())
+        self.restarting[w.name] = (t, errors)
 
     def _wait_restarted(self, w, check: bool = True) -> float:
         """Seconds waited for a restart of ``w`` still running (0 when none was)."""
         got = self.restarting.pop(w.name, None)
         if got is None:
             return 0.0
-        t, errors, _ = got
+        t, errors = got
         t0 = time.monotonic()
         t.join()
         if errors and check:
