@@ -6,8 +6,10 @@
              (models unloaded, empty cache) with the time each real loader / encoder took, ComfyUI's
              own same-process re-queue, and the cross-worker hit with a new seed, with the bytes
              the hit restored from the cache; and queue -> KSampler start of PAIRS same-process /
-             cross-worker pairs per repeat and step count, judged against the raw read of the hit's
-             bytes into new buffers and into resident ones (raw_read.py). The text encoder is the
+             floor / cross-worker triples per repeat and step count, judged against the raw read of
+             the hit's bytes into new buffers and into resident ones (raw_read.py); the floor is the
+             hit's graph with its nodes doing nothing (_floor_graph), so hit - floor is the pack's own
+             cost and floor - same-process ComfyUI's cost of executing those nodes. The text encoder is the
              free stand-in (umT5-XXL: see umt5), so the cold run's encoder cost is the real CLIP
              vision + audio encoder only.
   cachenone  the same graph on ONE worker started with --cache-none (ComfyUI keeps no node outputs
@@ -37,7 +39,7 @@ STEPS = (2, 20)     # sampler steps of the queue -> sampler-start comparison (it
 # other worker's collection ran during the 20-step hit (queued right after that worker's cold
 # run) on this 2-core machine, and a worker's own collection could delay its next request.
 SETTLE_S = 1.0
-# same-process / cross-worker pairs per repeat and step count for the queue -> KSampler verdict
+# same-process / floor / cross-worker triples per repeat and step count for the queue -> KSampler verdict
 # (n = PAIRS x repeats per cell): one request's queue -> sampler moves by 5-15 ms on this 2-core
 # machine (host GC, the other worker), as much as the margins the verdicts are about.
 PAIRS = 3
@@ -62,6 +64,24 @@ def _graph(seed: int, text: str, *, cache_name: str | None, reuse: str = "auto",
         p["106"] = {"class_type": "SeedReuseEncodeAudioFeatures",
                     "inputs": {"session": link("100"), "slot": "audio_features", "value": link(AUDIO.ENCODE)}}
     graphs.add_node(p, "SeedReuseTestSink", {"value": audio}, node_id="91")
+    return p
+
+
+FLOOR_TYPES = {"SeedReuseSession": "SeedReuseTestFloorSession"}
+
+
+def _floor_graph(seed: int, text: str, token: str, steps: int) -> dict:
+    """The hit's graph with the pack's nodes swapped for ones that do nothing (stand_in_nodes/
+    floor_nodes.py), on the same edges; ``token`` as the cache name, new per request, makes all
+    of them execute, as a new cache does for the pack's nodes. Queue -> KSampler start of this is
+    ComfyUI's own cost of executing the hit's nodes when restoring costs nothing."""
+    p = _graph(seed, text, cache_name=token, steps=steps)
+    for node in p.values():
+        ct = node["class_type"]
+        if ct in FLOOR_TYPES:
+            node["class_type"] = FLOOR_TYPES[ct]
+        elif ct.startswith("SeedReuseEncode"):
+            node["class_type"] = "SeedReuseTestFloorPass"
     return p
 
 
@@ -114,20 +134,32 @@ def _workers(tmp: Path, name: str, n: int, extra_args=()):
 def _same_vs_hit(A, B, seed, cache: str, steps: int, label: str, pre: dict, timed):
     """One pair of the queue -> KSampler comparison, the same procedure at every step count:
     ComfyUI's own same-process re-queue on B (plain graph, no pack; B warm, its encoders in
-    memory), then A writes a new cache (reuse=off; A's encoders are in its memory, so this is a
-    fast run) and B, which has never read that cache, re-queues A's request with a new seed: the
-    cross-worker hit. Both measured requests start after SETTLE_S. Returns the hit's RunResult."""
+    memory), the floor graph on B (_floor_graph: the hit's nodes, doing nothing), then A writes
+    a new cache (reuse=off; A's encoders are in its memory, so this is a fast run) and B, which
+    has never read that cache, re-queues A's request with a new seed: the cross-worker hit. The
+    floor and the hit must execute the same node ids. Every measured request starts after
+    SETTLE_S. Returns the hit's RunResult."""
     B.run(_graph(next(seed), label, cache_name=None, steps=steps), timeout=1800).raise_for_status()
     time.sleep(SETTLE_S)
     r, st = timed(B, _graph(next(seed), label, cache_name=None, steps=steps), timeout=1800)
     assert not any(n in r.executed for n in ENC_NODES), r.executed
     pre[("same", steps)].append(st[I2V.SAMPLER])
     same_s = r.seconds
+    time.sleep(SETTLE_S)
+    p = _floor_graph(next(seed), label, f"floor {label} {steps}", steps)
+    r, st = timed(B, p, timeout=1800)
+    assert not any(n in r.executed for n in ENC_NODES), r.executed
+    floor_ran = {n for n in r.executed if p[n]["class_type"].startswith("SeedReuseTestFloor")}
+    pre[("floor", steps)].append(st[I2V.SAMPLER])
     A.run(_graph(next(seed), f"hit {label}", cache_name=cache, reuse="off"), timeout=1800).raise_for_status()
     time.sleep(SETTLE_S)
-    r, st = timed(B, _graph(next(seed), f"hit {label}", cache_name=cache, reuse="require", steps=steps),
-                  timeout=1800)
+    p = _graph(next(seed), f"hit {label}", cache_name=cache, reuse="require", steps=steps)
+    r, st = timed(B, p, timeout=1800)
     assert not any(n in r.executed for n in ENC_NODES) and I2V.SAMPLER in r.executed, r.executed
+    hit_ran = {n for n in r.executed if p[n]["class_type"].startswith("SeedReuse")
+               and p[n]["class_type"] != "SeedReuseTestSink"}
+    assert hit_ran == floor_ran, (hit_ran, floor_ran)
+    pre["nodes"] = sorted(hit_ran)
     pre[("hit", steps)].append(st[I2V.SAMPLER])
     return same_s, r
 
@@ -139,12 +171,15 @@ def bench_real_encoders(tmp: Path, R: int, b) -> None:
     seed = iter(range(5000, 100000))
     cold, hit, same, node_s, restored, raw = [], [], [], {n: [] for n in ENC_NODES}, [], []
     # queue -> KSampler start (what a request costs before sampling), per sampler step count
-    pre = {(kind, steps): [] for kind in ("same", "hit") for steps in STEPS}
+    pre = {(kind, steps): [] for kind in ("same", "floor", "hit") for steps in STEPS}
+    pre["nodes"] = []   # the pack node ids the hit (and the floor) executed
     g = _workers(tmp, "real", 2)
     try:
         A, B = g
         for w in g:   # process warm-up (torch, the tiny DiT/VAE, both encoders), not measured
             w.run(_graph(next(seed), "warm up", cache_name="warm" + w.name), timeout=1800).raise_for_status()
+        # the floor nodes remember each slot's value on their first run (B runs them in the pairs)
+        B.run(_floor_graph(next(seed), "warm up", "floor warm up", STEPS[0]), timeout=1800).raise_for_status()
         for k in range(R):
             log(f"  realenc repeat {k + 1}/{R}")
             A.free()   # cold: models unloaded, ComfyUI's node cache emptied; new cache name = empty cache
@@ -177,14 +212,15 @@ def bench_real_encoders(tmp: Path, R: int, b) -> None:
         f"vs cold; vs same-process {med(hit) / med(same):.2f}x")
     fresh, resident = med([r[0] for r in raw]), med([r[1] for r in raw])
     for steps in STEPS:
-        s_, h_ = med(pre[("same", steps)]), med(pre[("hit", steps)])
+        s_, f_, h_ = (med(pre[(kind, steps)]) for kind in ("same", "floor", "hit"))
         span = {kind: f"{1000 * min(pre[(kind, steps)]):.1f}-{1000 * max(pre[(kind, steps)]):.1f}"
-                for kind in ("same", "hit")}
-        row(area, f"queue -> KSampler start at {steps} steps, same-process / cross-worker hit",
-            f"{1000 * s_:.1f} ms / {1000 * h_:.1f} ms", "", None,
-            f"medians of n={len(pre[('hit', steps)])} each (ranges {span['same']} / {span['hit']} ms); the hit's "
-            "own cost before sampling (Session, Encode-or-Reuse restores, snapshot); the rest of both runs is "
-            "the same sampling + decode + save")
+                for kind in ("same", "floor", "hit")}
+        row(area, f"queue -> KSampler start at {steps} steps, same-process / floor / cross-worker hit",
+            f"{1000 * s_:.1f} ms / {1000 * f_:.1f} ms / {1000 * h_:.1f} ms", "", None,
+            f"medians of n={len(pre[('hit', steps)])} each (ranges {span['same']} / {span['floor']} / "
+            f"{span['hit']} ms); floor: the hit's graph with the {len(pre['nodes'])} pack nodes it executes "
+            f"({', '.join(pre['nodes'])}) swapped for nodes that do nothing (stand_in_nodes/floor_nodes.py): "
+            "ComfyUI's own cost of executing them; the rest of every run is the same sampling + decode + save")
         for label, raw_s, how in (("new buffers (fresh pages)", fresh, "into new buffers kept alive together"),
                                   ("resident buffers", resident, "into buffers allocated and faulted in before "
                                    "the clock starts: the page-cache copy alone")):
@@ -193,7 +229,11 @@ def bench_real_encoders(tmp: Path, R: int, b) -> None:
                 f"of its bytes into {label} + 3 ms",
                 f"{1000 * h_:.1f} ms vs {1000 * s_:.1f} + {1000 * raw_s:.1f} + 3 ms", "<= bound", h_ <= bound,
                 f"raw read: {nbytes / 1e6:.1f} MB {how} (seedreuse_lab/raw_read.py), page cache warm")
-
+        for label, raw_s in (("fresh pages", fresh), ("resident buffers", resident)):
+            row(area, f"the pack's own cost at {steps} steps: hit - floor vs raw read into {label} + 3 ms",
+                f"{1000 * (h_ - f_):.1f} ms vs {1000 * raw_s:.1f} + 3 ms", "<= bound", h_ - f_ <= raw_s + 0.003,
+                f"floor - same-process = {1000 * (f_ - s_):.1f} ms: ComfyUI executing {len(pre['nodes'])} nodes "
+                f"that do nothing, {'more' if f_ - s_ > raw_s + 0.003 else 'less'} than raw read + 3 ms")
 
 def bench_cache_none(tmp: Path, R: int, b) -> None:
     fmt_s, log, med, row = b.fmt_s, b.log, b.med, b.row

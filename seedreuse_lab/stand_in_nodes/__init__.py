@@ -13,6 +13,7 @@ from typing_extensions import override
 from comfy_api.latest import ComfyExtension, io
 
 from .family_standins import FAMILY_NODES
+from .floor_nodes import FLOOR_NODES
 from .newer_nodes import NEWER_NODES
 from .standins import NODES, register_routes
 
@@ -22,7 +23,7 @@ _log = logging.getLogger("seedreuse.test")
 class SeedReuseTestExtension(ComfyExtension):
     @override
     async def get_node_list(self) -> list[type[io.ComfyNode]]:
-        return list(NODES) + list(FAMILY_NODES) + list(NEWER_NODES)
+        return list(NODES) + list(FAMILY_NODES) + list(NEWER_NODES) + list(FLOOR_NODES)
 
 
 _routes_done = False
