@@ -235,6 +235,7 @@ def bench_real_encoders(tmp: Path, R: int, b) -> None:
                 f"floor - same-process = {1000 * (f_ - s_):.1f} ms: ComfyUI executing {len(pre['nodes'])} nodes "
                 f"that do nothing, {'more' if f_ - s_ > raw_s + 0.003 else 'less'} than raw read + 3 ms")
 
+
 def bench_cache_none(tmp: Path, R: int, b) -> None:
     fmt_s, log, med, row = b.fmt_s, b.log, b.med, b.row
 
