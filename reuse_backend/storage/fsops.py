@@ -3,7 +3,8 @@
 Each function calls ``_HOOK(op_name, path)`` before it acts.  Production code never sets
 the hook; tests set it (``set_hook``) to SIGKILL the process or raise ``OSError`` at the
 k-th operation, which is how the crash and fault suites enumerate every crash point.
-Reads are not hooked: only mutations (and the fsyncs that make them durable) are.
+Reads are not hooked: only mutations (and the fsyncs that make them durable) are; nor is
+``close_read_only``, the readers' close.
 """
 from __future__ import annotations
 
@@ -45,6 +46,24 @@ def clear_hook() -> None:
 
 def _hook(op: str, path) -> None:
     _HOOK(op, os.fspath(path))
+
+
+def close_read_only(fd: int) -> OSError | None:
+    """Close a descriptor that was only read from; an error comes back, it is not raised.
+
+    Linux releases the descriptor even when close() reports an error (close(2): never retry
+    it), and a read-only descriptor has nothing left to lose, so the error says nothing about
+    the bytes already read: FUSE filesystems report the flush's result here, and GlusterFS can
+    answer ESTALE for a file another host replaced after this one opened it (seen by the
+    two-host probe on gluster's default options). EBADF is raised: it means a descriptor was
+    closed twice, a bug that could close someone else's file."""
+    try:
+        os.close(fd)
+    except OSError as e:
+        if e.errno == errno.EBADF:
+            raise
+        return e
+    return None
 
 
 def open_exclusive(path, mode: int = 0o644) -> int:

@@ -32,6 +32,14 @@ from . import manifest as mf
 
 log = logging.getLogger("seedreuse")
 
+
+def _close(fd: int) -> None:
+    """Every descriptor the reader holds is read-only: a close error loses nothing (see
+    fsops.close_read_only) and must neither stop the other closes nor fail a finished read."""
+    e = fsops.close_read_only(fd)
+    if e is not None:
+        log.debug("closing a cache file after reading it: %s (ignored: nothing was lost)", e)
+
 SPARSE_MIN_BYTES = 16 << 20     # smaller files are never judged sparse (metadata-sized rounding)
 
 
@@ -111,7 +119,7 @@ def read_manifest_at(dfd: int, name: str) -> dict:
                           actual="another kind of file")
         data = os.read(fd, mf.MAX_MANIFEST_BYTES + 1)
     finally:
-        os.close(fd)
+        _close(fd)
     try:
         return mf.parse(data, name=name)
     except CorruptCacheError as e:
@@ -180,9 +188,9 @@ class VersionReader:
             return snap
         finally:
             for fd in fds.values():
-                os.close(fd)
+                _close(fd)
             if dfd is not None:
-                os.close(dfd)
+                _close(dfd)
 
     def _vanished(self, dfd: int, source: str, path, what: str) -> Exception:
         """A missing entry: a race (the version was moved away: retry) or real corruption."""
@@ -224,11 +232,11 @@ class VersionReader:
             raise
         st = os.fstat(fd)
         if not stat.S_ISREG(st.st_mode):
-            os.close(fd)
+            _close(fd)
             raise corrupt(self.name, f"{fname} is not a regular file",
                            expected="a regular file", actual=stat.filemode(st.st_mode))
         if st.st_size != entry["bytes"]:
-            os.close(fd)
+            _close(fd)
             raise corrupt(self.name, f"{fname} has the wrong size",
                            expected=f"{entry['bytes']} bytes", actual=f"{st.st_size} bytes")
         return fd
@@ -337,9 +345,9 @@ class Snapshot:
     def close(self) -> None:
         fds, self._fds = self._fds, {}
         for fd in fds.values():
-            os.close(fd)
+            _close(fd)
         if self._dfd is not None:
-            os.close(self._dfd)
+            _close(self._dfd)
             self._dfd = None
 
     def __enter__(self) -> Snapshot:

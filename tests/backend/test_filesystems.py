@@ -6,13 +6,16 @@ shows (mount table, the FUSE client's command line, its client graph).
 """
 from __future__ import annotations
 
+import errno
 import json
+import os
 import subprocess
 import sys
 
 import pytest
 
 from reuse_backend.errors import UnsupportedFilesystemError
+from reuse_backend.storage import fsops
 from reuse_backend.store import Cache
 from reuse_backend.store import filesystems as fsys
 from reuse_backend.store.probe import probe
@@ -51,6 +54,42 @@ def test_probe_command_line(tmp_path):
     p = subprocess.run([sys.executable, "-m", "reuse_backend", "probe", str(tmp_path / "missing")],
                        cwd=REPO_ROOT, capture_output=True, text=True, timeout=120)
     assert p.returncode == 2 and "not a directory" in p.stderr
+
+
+def test_probe_reports_a_step_that_fails_instead_of_crashing(tmp_path, monkeypatch):
+    """A primitive that errors outright (the peer check's utime here; on GlusterFS's defaults a
+    close() once answered ESTALE) is a finding in the report, and the scratch folder goes."""
+    real_utime = os.utime
+
+    def utime(path, *a, **k):
+        if ".seedreuse-probe-" in os.fspath(path) and os.fspath(path).endswith("/r"):   # the peer mtime step
+            raise OSError(errno.EIO, "Input/output error", os.fspath(path))
+        return real_utime(path, *a, **k)
+
+    monkeypatch.setattr(os, "utime", utime)
+    rep = probe(tmp_path, peer=tmp_path)
+    assert rep.verdict == "unsafe"
+    failed = [c for c in rep.checks if c.name == "peer checks"]
+    assert len(failed) == 1 and "EIO" in failed[0].detail, rep.to_dict()
+    assert "peer fd survives a replace" in {c.name for c in rep.checks}    # the steps before it ran
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_close_read_only_returns_the_error_and_raises_ebadf(tmp_path, monkeypatch):
+    fd = os.open(tmp_path / "f", os.O_RDONLY | os.O_CREAT, 0o644)
+    real_close = os.close
+
+    def stale_close(n):
+        real_close(n)                          # Linux releases the descriptor, then reports
+        raise OSError(errno.ESTALE, "Stale file handle")
+
+    monkeypatch.setattr(os, "close", stale_close)
+    e = fsops.close_read_only(fd)
+    assert e is not None and e.errno == errno.ESTALE
+    monkeypatch.setattr(os, "close", real_close)
+    with pytest.raises(OSError) as ei:         # closed twice: a bug, never swallowed
+        fsops.close_read_only(fd)
+    assert ei.value.errno == errno.EBADF
 
 
 def test_probe_verdict_unsafe_when_a_check_fails(tmp_path, monkeypatch):

@@ -1,4 +1,5 @@
 """reuse_backend.store: stage / commit / discard lifecycle, latest-success, carry, snapshots."""
+import errno
 import json
 import multiprocessing
 import os
@@ -51,6 +52,31 @@ def test_commit_then_read(tmp_path):
     names = set(os.listdir(tmp_path / "a"))
     assert names == {"manifest.json", "STAGING.json", "result.mp4", "slot_text.safetensors",
                      "slot_image.safetensors"} | {mf.boundary_file(i) for i in BOUNDARIES}
+
+
+def test_snapshot_close_closes_every_descriptor_when_the_filesystem_reports_errors(tmp_path, monkeypatch):
+    """A network filesystem may answer close() of a read-only file with an error (GlusterFS:
+    ESTALE after another host replaced it): the snapshot still closes all of its descriptors,
+    and the finished read does not fail."""
+    cache = Cache(tmp_path, "a")
+    write_version(cache, 1)
+    snap = cache.snapshot()
+    assert snapshot_marker(snap) == 1
+    fds = list(snap._fds.values()) + [snap._dfd]
+    real_close, seen = os.close, []
+
+    def stale_close(fd):
+        real_close(fd)                          # Linux releases the descriptor, then reports
+        seen.append(fd)
+        raise OSError(errno.ESTALE, "Stale file handle")
+
+    monkeypatch.setattr(os, "close", stale_close)
+    snap.close()
+    monkeypatch.setattr(os, "close", real_close)
+    assert sorted(seen) == sorted(fds)
+    for fd in fds:
+        with pytest.raises(OSError):
+            os.fstat(fd)
 
 
 def test_discard_keeps_previous_and_cleans_up(tmp_path):
