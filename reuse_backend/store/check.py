@@ -151,7 +151,7 @@ def _scan_version(d: str, name: str, budget: int) -> list[Problem]:
                 if sha256_fd(fd) != entry["sha256"]:
                     out.append(Problem("hash_mismatch", path, "content does not match its sha256", fix))
             finally:
-                os.close(fd)
+                fsops.close_read_only(fd)     # every fd here is read-only: a close error loses nothing
             loadable.add(fname)
         for fname in sorted(set(os.listdir(dfd)) - set(files) - mf.RESERVED):
             out.append(Problem("extra_file", os.path.join(d, fname), "not listed in the manifest",
@@ -173,9 +173,9 @@ def _scan_version(d: str, name: str, budget: int) -> list[Problem]:
                 msg = str(e).replace("\n", "; ")
                 out.append(Problem("unreadable_tensor", os.path.join(d, fname), msg, fix))
             finally:
-                os.close(fd)
+                fsops.close_read_only(fd)
     finally:
-        os.close(dfd)
+        fsops.close_read_only(dfd)
     return out
 
 

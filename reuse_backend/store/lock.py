@@ -73,7 +73,7 @@ def read_lock(path) -> tuple[dict | None, os.stat_result | None]:
     except OSError:
         return None, st
     finally:
-        os.close(fd)
+        fsops.close_read_only(fd)     # read-only: an error (ESTALE on FUSE) loses nothing
     try:
         owner = json.loads(data.decode("utf-8"))
     except (UnicodeDecodeError, ValueError, RecursionError):
