@@ -91,15 +91,19 @@ class ReaderLease:
             except OSError as e:
                 log.debug("seedreuse: reader of '%s' unregistered: %s", name, e)
                 return None
+            # a close() error after the write is the write's error on a network filesystem (the
+            # server may not have the lease body): the lease file goes, the reader reads unregistered
             try:
-                view = memoryview(body)
-                while view:
-                    view = view[os.write(fd, view):]
-            except OSError:
-                os.close(fd)
+                try:
+                    view = memoryview(body)
+                    while view:
+                        view = view[os.write(fd, view):]
+                finally:
+                    os.close(fd)
+            except OSError as e:
+                log.debug("seedreuse: reader of '%s' unregistered: %s", name, e)
                 unlink_quiet(path)
                 return None
-            os.close(fd)
             lease = cls(path, lease_id, lease_s, heartbeat_s, key)
             REGISTRY.add(lease)
             return lease

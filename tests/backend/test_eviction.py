@@ -254,6 +254,27 @@ def test_a_reader_registering_during_the_eviction_puts_the_cache_back(tmp_path):
     assert check_root(root) == []
 
 
+def test_a_lease_whose_close_fails_is_not_kept(tmp_path, monkeypatch):
+    """close() after writing a lease can report the write's failure on a network filesystem:
+    the half-known lease file is removed and the reader reads unregistered (None), no error."""
+    root = str(tmp_path)
+    _commit_all(root, ["a"])
+    real_close = os.close
+
+    def failing_close(fd):
+        target = os.readlink(f"/proc/self/fd/{fd}")
+        real_close(fd)
+        if os.path.basename(os.path.dirname(target)) == readers.READERS_DIR:
+            raise OSError(errno.EIO, "Input/output error")
+
+    monkeypatch.setattr(os, "close", failing_close)
+    lease = readers.ReaderLease.create(root, "a", lease_s=120, heartbeat_s=10)
+    monkeypatch.setattr(os, "close", real_close)
+    assert lease is None
+    assert os.listdir(readers.readers_dir(root)) == []
+    assert cache_marker(Cache(root, "a")) == 1
+
+
 def test_a_new_cache_of_the_same_name_right_after_the_rename(tmp_path):
     root = str(tmp_path)
     _commit_all(root, ["a"])
