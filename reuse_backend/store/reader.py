@@ -40,6 +40,7 @@ def _close(fd: int) -> None:
     if e is not None:
         log.debug("closing a cache file after reading it: %s (ignored: nothing was lost)", e)
 
+
 SPARSE_MIN_BYTES = 16 << 20     # smaller files are never judged sparse (metadata-sized rounding)
 
 
