@@ -132,13 +132,14 @@ def _workers(tmp: Path, name: str, n: int, extra_args=()):
 
 
 def _same_vs_hit(A, B, seed, cache: str, steps: int, label: str, pre: dict, timed):
-    """One pair of the queue -> KSampler comparison, the same procedure at every step count:
+    """One triple of the queue -> KSampler comparison, the same procedure at every step count:
     ComfyUI's own same-process re-queue on B (plain graph, no pack; B warm, its encoders in
     memory), the floor graph on B (_floor_graph: the hit's nodes, doing nothing), then A writes
     a new cache (reuse=off; A's encoders are in its memory, so this is a fast run) and B, which
     has never read that cache, re-queues A's request with a new seed: the cross-worker hit. The
     floor and the hit must execute the same node ids. Every measured request starts after
-    SETTLE_S. Returns the hit's RunResult."""
+    SETTLE_S. Returns the plain re-queue's seconds, the hit's RunResult and the pack node ids
+    it executed."""
     B.run(_graph(next(seed), label, cache_name=None, steps=steps), timeout=1800).raise_for_status()
     time.sleep(SETTLE_S)
     r, st = timed(B, _graph(next(seed), label, cache_name=None, steps=steps), timeout=1800)
@@ -159,9 +160,8 @@ def _same_vs_hit(A, B, seed, cache: str, steps: int, label: str, pre: dict, time
     hit_ran = {n for n in r.executed if p[n]["class_type"].startswith("SeedReuse")
                and p[n]["class_type"] != "SeedReuseTestSink"}
     assert hit_ran == floor_ran, (hit_ran, floor_ran)
-    pre["nodes"] = sorted(hit_ran)
     pre[("hit", steps)].append(st[I2V.SAMPLER])
-    return same_s, r
+    return same_s, r, sorted(hit_ran)
 
 
 def bench_real_encoders(tmp: Path, R: int, b) -> None:
@@ -172,7 +172,7 @@ def bench_real_encoders(tmp: Path, R: int, b) -> None:
     cold, hit, same, node_s, restored, raw = [], [], [], {n: [] for n in ENC_NODES}, [], []
     # queue -> KSampler start (what a request costs before sampling), per sampler step count
     pre = {(kind, steps): [] for kind in ("same", "floor", "hit") for steps in STEPS}
-    pre["nodes"] = []   # the pack node ids the hit (and the floor) executed
+    ran: list[str] = []   # the pack node ids the hit (and the floor) executed
     g = _workers(tmp, "real", 2)
     try:
         A, B = g
@@ -192,7 +192,7 @@ def bench_real_encoders(tmp: Path, R: int, b) -> None:
             for j in range(PAIRS):
                 for steps in STEPS:
                     cache = f"real{k}s{steps}p{j}"
-                    same_s, r = _same_vs_hit(A, B, seed, cache, steps, f"{k}.{j}", pre, _timed)
+                    same_s, r, ran = _same_vs_hit(A, B, seed, cache, steps, f"{k}.{j}", pre, _timed)
                     if steps == STEPS[0] and j == 0:
                         same.append(same_s)
                         hit.append(r.seconds)
@@ -218,8 +218,8 @@ def bench_real_encoders(tmp: Path, R: int, b) -> None:
         row(area, f"queue -> KSampler start at {steps} steps, same-process / floor / cross-worker hit",
             f"{1000 * s_:.1f} ms / {1000 * f_:.1f} ms / {1000 * h_:.1f} ms", "", None,
             f"medians of n={len(pre[('hit', steps)])} each (ranges {span['same']} / {span['floor']} / "
-            f"{span['hit']} ms); floor: the hit's graph with the {len(pre['nodes'])} pack nodes it executes "
-            f"({', '.join(pre['nodes'])}) swapped for nodes that do nothing (stand_in_nodes/floor_nodes.py): "
+            f"{span['hit']} ms); floor: the hit's graph with the {len(ran)} pack nodes it executes "
+            f"({', '.join(ran)}) swapped for nodes that do nothing (stand_in_nodes/floor_nodes.py): "
             "ComfyUI's own cost of executing them; the rest of every run is the same sampling + decode + save")
         for label, raw_s, how in (("new buffers (fresh pages)", fresh, "into new buffers kept alive together"),
                                   ("resident buffers", resident, "into buffers allocated and faulted in before "
@@ -232,7 +232,7 @@ def bench_real_encoders(tmp: Path, R: int, b) -> None:
         for label, raw_s in (("fresh pages", fresh), ("resident buffers", resident)):
             row(area, f"the pack's own cost at {steps} steps: hit - floor vs raw read into {label} + 3 ms",
                 f"{1000 * (h_ - f_):.1f} ms vs {1000 * raw_s:.1f} + 3 ms", "<= bound", h_ - f_ <= raw_s + 0.003,
-                f"floor - same-process = {1000 * (f_ - s_):.1f} ms: ComfyUI executing {len(pre['nodes'])} nodes "
+                f"floor - same-process = {1000 * (f_ - s_):.1f} ms: ComfyUI executing {len(ran)} nodes "
                 f"that do nothing, {'more' if f_ - s_ > raw_s + 0.003 else 'less'} than raw read + 3 ms")
 
 
