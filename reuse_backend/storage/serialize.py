@@ -11,6 +11,7 @@ go through adapters registered by ``nodes/``; nothing is imported by a name read
   a shared list/dict/tuple is stored and decoded once per occurrence.
 * ``encode`` returns tensors as given (maybe on a GPU: ``tensorfile.write`` copies them to CPU
   chunk-wise); files decode to contiguous CPU tensors without ``requires_grad``.
+* ``torch.Size`` (a tuple subclass) has a tag of its own and decodes to ``torch.Size``.
 * Anything else raises ``UnsupportedValueError`` naming the type and the path
   (``value[0][1]['clip_vision_output']``): never a silent partial save.
 """
@@ -42,7 +43,7 @@ _SCHEMA: dict[str, frozenset[str]] = {t: frozenset(k) for t, k in {
     "none": {"t"}, "bool": {"t", "v"}, "int": {"t", "v"}, "float": {"t", "v"},
     "str": {"t", "v"}, "list": {"t", "v"}, "tuple": {"t", "v"}, "dict": {"t", "items"},
     "tensor": {"t", "k"}, "ndarray": {"t", "k", "dtype"}, "npscalar": {"t", "k", "dtype"},
-    "dtype": {"t", "v"}, "device": {"t", "v"}, "obj": {"t", "cls", "fields"},
+    "dtype": {"t", "v"}, "device": {"t", "v"}, "size": {"t", "v"}, "obj": {"t", "cls", "fields"},
 }.items()}
 _NAN_FLOAT = {"t", "v", "bits"}     # float nodes for NaN also carry the IEEE bits
 _HEX_INT = re.compile(r"-?0x[0-9a-f]+\Z")
@@ -58,7 +59,7 @@ def _unsupported(v: object, path: str, why: str = "") -> UnsupportedValueError:
     return UnsupportedValueError(
         f"cannot cache a value of type {tname} at {path}" + (f": {why}" if why else ""),
         expected="None/bool/int/float/str/list/tuple/dict/torch.Tensor/numpy array, "
-                 "torch.dtype/device or a registered adapter class",
+                 "torch.dtype/device/Size or a registered adapter class",
         actual=tname, details={"path": path, "type": tname},
         fix="register an adapter for this class (reuse_backend.serialize.register_adapter) "
             "or do not route this value through the cache")
@@ -108,6 +109,8 @@ class _Encoder:
             return {"t": "dtype", "v": str(v).removeprefix("torch.")}
         if tp is torch.device:
             return {"t": "device", "v": str(v)}
+        if tp is torch.Size:  # a tuple of non-negative ints (ComfyUI 0.33's CLIP vision image_sizes)
+            return {"t": "size", "v": [int(x) for x in v]}
         if tp in (list, tuple, dict) or tp in _BY_CLS:
             if id(v) in self._active:
                 raise _unsupported(v, path, "cyclic reference (the value contains itself)")
@@ -239,6 +242,9 @@ class _Decoder:
                 return torch.device(v)
             except (RuntimeError, ValueError):
                 pass
+        elif t == "size" and type(v) is list and len(v) <= MAX_DEPTH \
+                and all(type(x) is int and 0 <= x < 2**63 for x in v):
+            return torch.Size(v)
         elif t == "obj":
             return self._obj(n, path, depth)
         raise _corrupt(path, f"invalid value for a {t!r} node", actual=_brief(v))

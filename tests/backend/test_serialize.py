@@ -105,6 +105,16 @@ def test_containers_types_preserved(tmp_path):
     assert list(out) == list(value)
 
 
+def test_torch_size_round_trips_as_torch_size(tmp_path):
+    """ComfyUI 0.33's CLIP vision output carries ``image_sizes``: a list of ``torch.Size``."""
+    value = {"image_sizes": [torch.Size([3, 224, 224]), torch.Size([])],
+             "in_tuple": (torch.Size([2**40, 0]),), "shape": torch.zeros(2, 5).shape}
+    out = _roundtrip(tmp_path, value)
+    assert_identical(value, out)
+    assert type(out["image_sizes"][0]) is torch.Size and out["image_sizes"][0] == (3, 224, 224)
+    assert type(out["shape"]) is torch.Size
+
+
 @pytest.mark.parametrize("dtype", list(tensorfile.DTYPES.values()), ids=str)
 def test_tensor_every_dtype(tmp_path, dtype):
     t = (torch.randn(2, 3, 4) * 50).to(dtype)
@@ -268,6 +278,10 @@ def _expect_corrupt(p, match, **kw):
     ({"t": "dict", "items": [[{"t": "list", "v": []}, {"t": "none"}]]}, {}, "not a valid dict key"),
     ({"t": "dict", "items": [[{"t": "int", "v": 1}, {"t": "none"}]] * 2}, {}, "duplicate dict key"),
     ({"t": "dtype", "v": "os"}, {}, "invalid value for a 'dtype' node"),
+    ({"t": "size", "v": [3, -1]}, {}, "invalid value for a 'size' node"),
+    ({"t": "size", "v": [3, 1.5]}, {}, "invalid value for a 'size' node"),
+    ({"t": "size", "v": [True]}, {}, "invalid value for a 'size' node"),
+    ({"t": "size", "v": "3,4"}, {}, "invalid value for a 'size' node"),
     ({"t": "ndarray", "k": "t0", "dtype": "<f8"}, {"t0": torch.zeros(1)}, "numpy dtype does not match"),
     ({"t": "obj", "cls": "test.clip_vision.Output",
       "fields": {"t": "dict", "items": [[{"t": "str", "v": "__class__"}, {"t": "none"}]]}},
