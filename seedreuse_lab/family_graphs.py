@@ -189,8 +189,10 @@ def qwen_edit(image_name: str, seed: int, prompt_text: str = "make it blue", *, 
     p[QEDIT.VAE] = _n("VAELoader", {"vae_name": vae})
     p[QEDIT.TEXT_LOADER] = _n("SeedReuseTestQwenTextEncoderLoader", {"clip_name": text_encoder, "work_ms": 0})
     p[QEDIT.IMAGE] = _n("LoadImage", {"image": image_name})
+    # resolution_steps: a required input since ComfyUI 0.33 (1 = its old behaviour); an input the
+    # host does not define is ignored, so the prompt is valid on 0.3.75 too
     p[QEDIT.SCALE] = _n("ImageScaleToTotalPixels", {"image": link(QEDIT.IMAGE), "upscale_method": "lanczos",
-                                                    "megapixels": megapixels})
+                                                    "megapixels": megapixels, "resolution_steps": 1})
     for nid, text, title in ((QEDIT.POS, prompt_text, "Positive"), (QEDIT.NEG, negative_text, "Negative")):
         p[nid] = _n("SeedReuseTestTextEncodeQwenImageEdit", {
             "clip": link(QEDIT.TEXT_LOADER), "prompt": text, "vae": link(QEDIT.VAE), "image": link(QEDIT.SCALE),
