@@ -15,12 +15,24 @@ from .ui_graph import Resolver, Workflow, computing_nodes
 WIDGET_TYPES = ("INT", "FLOAT", "STRING", "BOOLEAN", "COMBO")
 
 
-def widget_layout(schema: dict) -> list:
+DYNAMIC_COMBO = "COMFY_DYNAMICCOMBO_V3"   # a combo whose selected option brings inputs of its own
+
+
+def widget_layout(schema: dict, values: list | None = None) -> list:
     """Names of a node's widgets_values entries in the canvas' order (None: a frontend-only
-    widget such as 'control_after_generate' or an upload button), from its /object_info entry."""
-    names = []
-    inp = schema.get("input") or {}
-    order = schema.get("input_order") or {}
+    widget such as 'control_after_generate' or an upload button), from its /object_info entry.
+
+    A dynamic combo (ComfyUI 0.33's ``io.DynamicCombo``, e.g. SaveVideo's ``format``) is followed
+    by the widgets of the option it selects, recursively, named with dotted keys as the frontend
+    sends them (``format.codec``): which option is selected is read from ``values``; without
+    them (or for a value that selects no option) the option's widgets are not in the layout.
+    Inputs marked hidden get no widget."""
+    names: list = []
+    _walk(schema.get("input") or {}, schema.get("input_order") or {}, values, "", names)
+    return names
+
+
+def _walk(inp: dict, order: dict, values: list | None, prefix: str, names: list) -> None:
     for section in ("required", "optional"):
         specs = inp.get(section) or {}
         for name in order.get(section, list(specs)):
@@ -29,9 +41,20 @@ def widget_layout(schema: dict) -> list:
                 continue
             t = "COMBO" if isinstance(spec[0], list) else spec[0]
             opts = spec[1] if len(spec) > 1 and isinstance(spec[1], dict) else {}
-            if t not in WIDGET_TYPES or opts.get("forceInput"):
+            if opts.get("forceInput") or opts.get("hidden") is True:
                 continue
-            names.append(name)
+            if t == DYNAMIC_COMBO:
+                at = len(names)
+                names.append(prefix + name)
+                chosen = values[at] if values is not None and at < len(values) else None
+                option = next((o for o in opts.get("options") or []
+                               if isinstance(o, dict) and o.get("key") == chosen), None)
+                if option is not None:
+                    _walk(option.get("inputs") or {}, {}, values, f"{prefix}{name}.", names)
+                continue
+            if t not in WIDGET_TYPES:
+                continue
+            names.append(prefix + name)
             if t in ("INT", "COMBO") and opts.get("control_after_generate",
                                                   t == "INT" and name in ("seed", "noise_seed")):
                 names.append(None)
@@ -39,7 +62,6 @@ def widget_layout(schema: dict) -> list:
                 names.append(None)
             if opts.get("audio_upload"):
                 names += [None, None]
-    return names
 
 
 def convert(ui: dict, object_info: dict, *, overrides: dict | None = None) -> tuple[dict, list]:
@@ -54,9 +76,9 @@ def convert(ui: dict, object_info: dict, *, overrides: dict | None = None) -> tu
         key = ctx.key(n["id"])
         schema = object_info.get(n["type"])
         layout = (overrides or {}).get(n["type"])
-        if layout is None and isinstance(schema, dict):
-            layout = widget_layout(schema)
         values = n.get("widgets_values")
+        if layout is None and isinstance(schema, dict):
+            layout = widget_layout(schema, values if isinstance(values, list) else None)
         inputs: dict = {}
         if isinstance(values, dict):
             inputs.update({k: v for k, v in values.items() if isinstance(k, str)})

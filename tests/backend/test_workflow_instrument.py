@@ -12,7 +12,7 @@ from reuse_backend import cli
 from reuse_backend.errors import InvalidRequestError
 from reuse_backend.workflow import instrument, limits
 from reuse_backend.workflow.limits import WorkflowTooLargeError
-from reuse_backend.workflow.ui_to_api import convert
+from reuse_backend.workflow.ui_to_api import convert, widget_layout
 
 TEMPLATES = ["text_to_video_wan", "image_to_video_wan", "video_wan2_2_14B_t2v", "video_wan2_2_14B_i2v",
              "video_wan2_2_5B_ti2v", "image_qwen_image", "image_qwen_image_edit", "video_wan2_1_infinitetalk"]
@@ -330,3 +330,49 @@ def test_schema_1_root_with_object_links_and_state():
     assert new["state"]["lastNodeId"] == 63 and new["state"]["lastLinkId"] == 84
     assert all(isinstance(lk, dict) for lk in new["links"])
     assert sorted(n["id"] for n in new["nodes"])[-3:] == [61, 62, 63]
+
+
+# ComfyUI 0.33's SaveVideo (its /object_info entry, trimmed): `format` is a dynamic combo whose
+# selected option brings a `codec` dynamic combo, which may bring `encoding`, then `crf` ...;
+# the top-level `codec` is hidden (no widget).
+_DYN_SAVE_VIDEO = {
+    "input": {
+        "required": {
+            "video": ["VIDEO", {}], "filename_prefix": ["STRING", {"default": "video/ComfyUI"}],
+            "format": ["COMFY_DYNAMICCOMBO_V3", {"options": [
+                {"key": "auto", "inputs": {"required": {"codec": ["COMFY_DYNAMICCOMBO_V3", {"options": [
+                    {"key": "auto", "inputs": {"required": {}}}]}]}}},
+                {"key": "mp4", "inputs": {"required": {"codec": ["COMFY_DYNAMICCOMBO_V3", {"options": [
+                    {"key": "auto", "inputs": {"required": {}}},
+                    {"key": "h264", "inputs": {"required": {}, "optional": {"encoding": [
+                        "COMFY_DYNAMICCOMBO_V3", {"options": [
+                            {"key": "auto", "inputs": {"required": {}}},
+                            {"key": "re-encode", "inputs": {"required": {
+                                "crf": ["FLOAT", {"default": 23.0}],
+                                "color_space": [["auto", "sRGB"], {}]}}}]}]}}}]}]}}}]}]},
+        "optional": {"codec": ["COMFY_DYNAMICCOMBO_V3", {"hidden": True, "options": []}]}},
+    "input_order": {"required": ["video", "filename_prefix", "format"], "optional": ["codec"]},
+}
+
+
+@pytest.mark.parametrize("values, names", [
+    (["video/ComfyUI", "auto", "auto"], ["filename_prefix", "format", "format.codec"]),
+    (["v", "mp4", "h264", "re-encode", 20.0, "auto"],
+     ["filename_prefix", "format", "format.codec", "format.codec.encoding", "format.codec.encoding.crf",
+      "format.codec.encoding.color_space"]),
+    (["v", "mkv"], ["filename_prefix", "format"]),          # a value that selects no option
+    (None, ["filename_prefix", "format"]),                  # no values: the options are not known
+])
+def test_widget_layout_follows_the_selected_dynamic_combo_options(values, names):
+    assert widget_layout(_DYN_SAVE_VIDEO, values) == names
+
+
+def test_convert_maps_dynamic_combo_widgets_to_dotted_keys():
+    ui = {"nodes": [{"id": 5, "type": "SaveVideo", "mode": 0, "inputs": [], "outputs": [],
+                     "widgets_values": ["video/x", "mp4", "h264", "re-encode", 18.0, "sRGB"]}],
+          "links": []}
+    api, problems = convert(ui, {"SaveVideo": _DYN_SAVE_VIDEO})
+    assert problems == []
+    assert api["5"]["inputs"] == {"filename_prefix": "video/x", "format": "mp4", "format.codec": "h264",
+                                  "format.codec.encoding": "re-encode", "format.codec.encoding.crf": 18.0,
+                                  "format.codec.encoding.color_space": "sRGB"}
