@@ -12,7 +12,6 @@ import errno
 import json
 import logging
 import os
-import stat
 import threading
 import time
 import uuid
@@ -21,12 +20,12 @@ from pathlib import Path
 
 from ..storage import fsops
 from .owner import hostname, pid_alive, pid_namespace, pid_start  # noqa: F401 (re-exported)
+from .lock_file import (BROKEN_TAG, MAX_LOCK_BYTES, NEW_TAG, RELEASE_TAG,  # noqa: F401 (re-exported)
+                        describe, read_lock, stray_lock_files)
 from ..errors import UnsupportedFilesystemError, CacheBusyError, TransactionError
 
 log = logging.getLogger("seedreuse")
 
-NEW_TAG = ".new-"        # <lock>.new-<hex>: temp file of an acquirer
-BROKEN_TAG = ".broken."  # <lock>.broken.<hex>: a lock taken away by a breaker
 _ACTIVE: Counter = Counter()  # run ids whose lock this process holds (or is creating) now
 _ACTIVE_GUARD = threading.Lock()
 
@@ -38,49 +37,11 @@ def _activate(run_id: str, delta: int) -> None:
             del _ACTIVE[run_id]
 
 
-MAX_LOCK_BYTES = 64 << 10   # a lock file is a few hundred bytes of JSON
 # heartbeat errors worth retrying (network filesystems); anything else loses the lease at once
 TRANSIENT_ERRNOS = {errno.EIO, errno.ESTALE, errno.EINTR, errno.EAGAIN, errno.ETIMEDOUT}
 # Some filesystems store mtime in whole seconds (MooseFS): a heartbeat can look up to this much
 # older than it is, so a lock is judged stale only past lease + MTIME_SLACK_S.
 MTIME_SLACK_S = 1.0
-
-
-def read_lock(path) -> tuple[dict | None, os.stat_result | None]:
-    """(owner dict or None when unreadable/invalid, lstat or None when absent).
-
-    Never blocks and never reads much: only a regular file is opened (a FIFO, socket or
-    device in the lock's place is "unreadable", never read), with O_NONBLOCK and O_NOFOLLOW,
-    and at most MAX_LOCK_BYTES are read. An unreadable lock is judged by its mtime lease.
-    """
-    try:
-        st = os.lstat(path)
-    except FileNotFoundError:
-        return None, None
-    if not stat.S_ISREG(st.st_mode):
-        return None, st
-    try:
-        fd = os.open(path, fsops.O_READ | os.O_NONBLOCK)
-    except FileNotFoundError:
-        return None, None
-    except OSError:
-        return None, st
-    try:
-        st = os.fstat(fd)
-        if not stat.S_ISREG(st.st_mode) or st.st_size > MAX_LOCK_BYTES:
-            return None, st
-        data = os.read(fd, MAX_LOCK_BYTES)
-    except OSError:
-        return None, st
-    finally:
-        fsops.close_read_only(fd)     # read-only: an error (ESTALE on FUSE) loses nothing
-    try:
-        owner = json.loads(data.decode("utf-8"))
-    except (UnicodeDecodeError, ValueError, RecursionError):
-        return None, st
-    if not isinstance(owner, dict) or not isinstance(owner.get("run_id"), str):
-        return None, st
-    return owner, st
 
 
 def _own_lock(owner: dict) -> str | None:
@@ -117,16 +78,6 @@ def judge(owner: dict | None, st: os.stat_result, default_lease_s: float, *, own
     if age > lease + MTIME_SLACK_S:
         return f"heartbeat is {age:.0f}s old (lease {lease:.0f}s)"
     return None
-
-
-def describe(owner: dict | None) -> str:
-    if not owner:
-        return "an unknown run (unreadable lock file)"
-    started = owner.get("started_at")
-    when = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(started)) \
-        if isinstance(started, (int, float)) else "?"
-    return (f"run {owner.get('run_id')} on host {owner.get('host')} "
-            f"(pid {owner.get('pid')}) since {when}")
 
 
 class WriterLock:
@@ -343,37 +294,71 @@ class WriterLock:
         self._thread = None
 
     def release(self) -> None:
-        """Stop the heartbeat; remove the lock file only when it is still ours."""
+        """Stop the heartbeat; remove the lock file only when it is still ours.
+
+        Fenced like every write: correctness never depends on timing.  A name cannot be
+        unlinked on condition of what it points to, so a check ("the lock is ours") followed by
+        an unlink of the path would remove the NEXT owner's lock when this process is stopped in
+        between for longer than the lease (a breaker takes it, the next writer creates its own).
+        Instead the lock path is renamed to a name only this release uses; the rename is the
+        one moment that decides, and what it moved is then judged on that private name, where
+        nobody else can change it (only recovery of the next owner may delete it as a stray):
+        our inode (the fd we hold keeps its identity unique) is unlinked; anything else is
+        another owner's live lock, put back at once with a hard link (never replacing a lock
+        that appeared meanwhile).
+        Not guaranteed: between that rename and the put-back (microseconds, unless this
+        process is stopped exactly there after being stopped past its lease before the rename)
+        the other owner's lock is absent from its name: a fencing check of that owner at that
+        instant fails (it fails cleanly with "lost the writer lock"), and a third writer may
+        take the free name (then the put-back is refused, the other owner is fenced, and its
+        file stays under the release name until the next recovery removes it as a stray).
+        """
         if self._fd is None:
             return
         self._stop_heartbeat()
         try:
             if self.held():
-                fsops.unlink(self.path, missing_ok=True)
+                self._remove_own_lock()
         finally:
             _activate(self.run_id, -1)
             fd, self._fd = self._fd, None
             os.close(fd)
+
+    def _remove_own_lock(self) -> None:
+        aside = self.path.with_name(f"{self.path.name}{RELEASE_TAG}{uuid.uuid4().hex}")
+        try:
+            fsops.rename(self.path, aside)            # the deciding step: whatever is there now
+        except FileNotFoundError:
+            return                                    # broken and not re-taken: nothing to remove
+        _, st = read_lock(aside)
+        if st is not None and (st.st_dev, st.st_ino) == self._ino:
+            fsops.unlink(aside, missing_ok=True)      # ours: the lock is gone
+            return
+        if st is None:
+            return                                    # removed meanwhile by the next owner's recovery
+        log.warning("lock %s was broken and re-taken while run %s released it; putting it back",
+                    self.path, self.run_id)
+        try:
+            fsops.link(aside, self.path)              # restore the other owner's live lock
+        except FileNotFoundError:                     # removed meanwhile by a recovery
+            return
+        except FileExistsError:                       # a third writer took the free name
+            log.warning("lock %s was re-taken while being restored; %s is kept", self.path, aside)
+            return
+        except OSError as e:
+            if e.errno not in fsops._LINK_FALLBACK:
+                raise
+            # no hard links here: a rename back could replace a lock created meanwhile, so the
+            # other owner is left fenced (it fails cleanly) rather than risking two owners
+            log.warning("lock %s cannot be put back without hard links; %s is kept", self.path, aside)
+            return
+        fsops.unlink(aside, missing_ok=True)
 
     def __enter__(self) -> WriterLock:
         return self.acquire()
 
     def __exit__(self, *exc) -> None:
         self.release()
-
-
-def stray_lock_files(root, name: str) -> list[Path]:
-    """Leftover ``<name>.lock.new-*`` / ``<name>.lock.broken.*`` files (crashed acquirers/breakers)."""
-    prefix = f"{name}.lock"
-    out = []
-    try:
-        entries = os.listdir(root)
-    except FileNotFoundError:
-        return out
-    for e in entries:
-        if e.startswith((prefix + NEW_TAG, prefix + BROKEN_TAG)):
-            out.append(Path(root) / e)
-    return sorted(out)
 
 
 def lock_status(lock_path, lease_s: float = 120.0) -> dict:

@@ -12,7 +12,7 @@ crash at most these states exist, and each has one safe repair:
   lost its lock but still runs gets ENOENT on its next write instead of writing into the new
   owner's staging (fencing; see transaction.py). A directory that cannot be deleted yet (the
   stale writer is still creating files in it) is left for the next recovery.
-* stray ``<name>.lock.new-*`` / ``.broken.*`` files of crashed lock attempts.
+* stray ``<name>.lock.new-*`` / ``.broken.*`` / ``.release.*`` files of crashed lock attempts and releases.
 * ``.evicting/<name>.*``: a version of this cache an eviction moved out of the namespace and
   did not finish deleting (evict.py); and stale reader leases of the cache (readers.py).
 """

@@ -25,7 +25,7 @@ from pathlib import Path
 
 from ..storage import fsops
 from . import readers, roots, usage
-from .lock import BROKEN_TAG, NEW_TAG
+from .lock import BROKEN_TAG, NEW_TAG, RELEASE_TAG
 
 log = logging.getLogger("seedreuse")
 
@@ -137,7 +137,7 @@ def cache_of(entry: str) -> str | None:
         if entry.endswith(suf) and roots.is_valid_cache_name(entry[:-len(suf)]):
             return entry[:-len(suf)]
     base, _, rest = entry.partition(".lock")
-    return base if roots.is_valid_cache_name(base) and rest.startswith((NEW_TAG, BROKEN_TAG)) else None
+    return base if roots.is_valid_cache_name(base) and rest.startswith((NEW_TAG, BROKEN_TAG, RELEASE_TAG)) else None
 
 
 def findings(root, name: str | None, lease_s: float) -> list[tuple[str, str, str, str]]:

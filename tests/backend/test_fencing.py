@@ -108,3 +108,54 @@ def test_unpaused_writer_still_commits(tmp_path):
     tx.stage_slot("text", slot_value(5, "text"), key={}, meta={})
     tx.commit()
     assert cache.snapshot().load_slot("text")["marker"] == 5
+
+
+@pytest.mark.parametrize("steps", ["start", "checked", "moved", "checked+moved"])
+def test_release_paused_at_any_step_never_removes_the_next_owners_lock(tmp_path, steps):
+    """Issue 27: a writer stopped (SIGSTOP, every thread) at any step of its release for longer
+    than its lease, while writer B breaks the lock and takes the cache, must leave B's lock
+    alone: same file, same content, B still holds it. ``checked`` is where the old
+    check-then-unlink removed B's lock; ``checked+moved`` stops again once the release has moved
+    B's lock aside (the documented window: B's lock is off its name until the put-back)."""
+    path = tmp_path / "c.lock"
+    env = {**os.environ, "SEEDREUSE_LEASE_S": str(LEASE_S)}
+    proc = subprocess.Popen(writer_proc("release", tmp_path, "c", steps), cwd=REPO_ROOT, env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    b = None
+    try:
+        wanted = steps.split("+")
+        line = proc.stdout.readline().strip()
+        assert line == f"paused {wanted[0]}", (line, proc.stderr.read() if proc.poll() is not None else "")
+        # B takes over: past the stopped writer's lease (its lock still at the path: broken), or at
+        # once (the stopped writer moved its own lock aside already)
+        b = Cache(tmp_path, "c", lease_s=LEASE_S, heartbeat_s=0.2).writer_lock("new-owner")
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                b.acquire()
+                break
+            except CacheBusyError:
+                assert time.monotonic() < deadline
+                time.sleep(0.2)
+        ino, content = os.stat(path).st_ino, path.read_bytes()
+        assert json.loads(content)["run_id"] == "new-owner" and b.held()
+        os.kill(proc.pid, signal.SIGCONT)
+        if len(wanted) > 1:
+            line = proc.stdout.readline().strip()
+            assert line == f"paused {wanted[1]}", line
+            assert not path.exists() and not b.held()     # the window, until the put-back
+            os.kill(proc.pid, signal.SIGCONT)
+        out, err = proc.communicate(timeout=120)
+        outcome = json.loads(out.strip().splitlines()[-1])
+        assert outcome["result"] == "released", (outcome, err[-2000:])
+        assert os.stat(path).st_ino == ino and path.read_bytes() == content
+        assert b.held()
+        b.release()
+        assert os.listdir(tmp_path) == []                  # nothing left under any temp name
+    finally:
+        if proc.poll() is None:
+            os.kill(proc.pid, signal.SIGCONT)
+            proc.kill()
+            proc.wait()
+        if b is not None:
+            b.release()

@@ -161,8 +161,8 @@ def test_abandoned_lock_of_this_process_is_broken(tmp_path):
     path = tmp_path / "c.lock"
     a = WriterLock(path, "A").acquire()
 
-    def fail(op, p):
-        if op == "unlink" and p == str(path):
+    def fail(op, p):                         # the release's first step: moving the lock aside
+        if op == "rename" and p == str(path):
             raise OSError(errno.EIO, "injected", p)
 
     with OpHook(1, fail, persistent=True), pytest.raises(OSError):

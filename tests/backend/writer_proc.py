@@ -7,6 +7,9 @@ repository root; see REPO_ENV in storehelp).
   writer_proc.py pause ROOT NAME KIND     stage a version with marker 2 and SIGSTOP itself in the
                                           middle of one staging write of KIND (see PAUSE_POINTS);
                                           once continued, print the outcome as JSON and exit
+  writer_proc.py release ROOT NAME STEPS  take the writer lock and release it, SIGSTOPping itself
+                                          at each of STEPS ("+"-joined, see release_paused); once
+                                          continued, print the outcome as JSON and exit
 """
 import os
 import signal
@@ -82,6 +85,50 @@ def pause(cache, kind: str) -> None:
     print(json.dumps(outcome), flush=True)
 
 
+def release_paused(cache, steps: str) -> None:
+    """Release a held writer lock, stopping at the named steps of the release: ``start`` (before
+    it checks the lock is its own), ``checked`` (the first mutation after that check said yes:
+    where a check-then-unlink would remove the next owner's lock), ``moved`` (the second one)."""
+    import json
+    from reuse_backend.storage import fsops
+
+    wanted = steps.split("+")
+    lock = cache.writer_lock("releasing-writer")
+    lock.heartbeat_s = 0.2
+    lock.acquire()
+    releasing, said_ours, mutations = [], [], []
+    real_held = lock.held
+
+    def held():
+        if releasing and "start" in wanted and not said_ours and "start" not in releasing:
+            releasing.append("start")
+            _stop_self("start")
+        ours = real_held()
+        if releasing and ours:
+            said_ours.append(True)
+        return ours
+
+    def hook(op, path):
+        if said_ours:
+            mutations.append(op)
+            step = {1: "checked", 2: "moved"}.get(len(mutations))
+            if step in wanted:
+                _stop_self(step)
+
+    lock.held = held
+    fsops.set_hook(hook)
+    outcome = {"steps": steps}
+    try:
+        releasing.append(True)
+        lock.release()
+        outcome.update(result="released", mutations=mutations)
+    except Exception as e:
+        outcome.update(result="error", type=type(e).__name__, message=str(e))
+    finally:
+        fsops.clear_hook()
+    print(json.dumps(outcome), flush=True)
+
+
 def main(argv):
     cmd, root, name = argv[:3]
     cache = Cache(root, name)
@@ -95,6 +142,8 @@ def main(argv):
             write_version(cache, int(argv[3]))
     elif cmd == "pause":
         pause(cache, argv[3])
+    elif cmd == "release":
+        release_paused(cache, argv[3])
     elif cmd == "hold":
         lock = cache.writer_lock(argv[3])
         lock.heartbeat_s = 0.2
