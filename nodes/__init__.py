@@ -1,7 +1,7 @@
 """ComfyUI adapters of the SeedReuse pack: node classes, the prompt lifecycle hook, routes."""
 from __future__ import annotations
 
-from . import adapters, carry, routes, transactions, users
+from . import adapters, cache_providers, carry, routes, transactions, users
 from .encode_nodes import ENCODE_NODES
 from .host import ComfyExtension
 from .prefix_merge import PREFIX_MERGE_NODES
@@ -20,6 +20,7 @@ async def comfy_entrypoint() -> ComfyExtension:
     transactions.register_before_commit(carry.carry_unexecuted_slots)
     transactions.install()
     adapters.register_all()
+    cache_providers.refusal()   # logs the providers registered before this pack (others: at a prompt's start)
     try:
         users.register()
     except Exception as e:  # noqa: BLE001 - without it a --multi-user server keeps one namespace

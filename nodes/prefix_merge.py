@@ -48,7 +48,7 @@ class SeedReusePrefixMerge(io.ComfyNode):
 
     @classmethod
     def fingerprint_inputs(cls, **kw):
-        return transactions.global_epoch()
+        return host.local_only(transactions.global_epoch())
 
     @classmethod
     def execute(cls, segments: object, filename_prefix: str):

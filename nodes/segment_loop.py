@@ -74,7 +74,7 @@ class SeedReuseSegmentLoopStart(io.ComfyNode):
 
     @classmethod
     def fingerprint_inputs(cls, **kw):
-        return transactions.global_epoch()
+        return host.local_only(transactions.global_epoch())
 
     @classmethod
     def execute(cls, session, segment_frames, motion_frames, total_frames, fps, seed,
@@ -164,7 +164,7 @@ class SeedReuseBoundarySave(io.ComfyNode):
 
     @classmethod
     def fingerprint_inputs(cls, **kw):
-        return transactions.global_epoch()
+        return host.local_only(transactions.global_epoch())
 
     @classmethod
     def execute(cls, loop, images, motion_latent=None):
@@ -208,7 +208,7 @@ class SeedReuseSegmentLoopEnd(io.ComfyNode):
 
     @classmethod
     def fingerprint_inputs(cls, **kw):
-        return transactions.global_epoch()
+        return host.local_only(transactions.global_epoch())
 
     @classmethod
     def execute(cls, loop, segment):
@@ -257,7 +257,7 @@ class SeedReuseSegmentPrompt(io.ComfyNode):
 
     @classmethod
     def fingerprint_inputs(cls, **kw):
-        return transactions.global_epoch()
+        return host.local_only(transactions.global_epoch())
 
     @classmethod
     def execute(cls, loop, prompts):

@@ -9,7 +9,7 @@ from ..reuse_backend.errors import InvalidRequestError, ReuseError
 from ..reuse_backend.keys.graph_key import number_problem
 from ..reuse_backend.keys.slots import MODES
 from ..reuse_backend.media.segment_takes import DEFAULT_KEEP, keep_takes
-from . import transactions, users
+from . import host, transactions, users
 from .host import io
 
 SessionType = io.Custom("SEEDREUSE_SESSION")
@@ -85,7 +85,10 @@ class SeedReuseSession(io.ComfyNode):
         #   prompt stands for a fingerprint per reuse node: on the I2V benchmark graph, six such
         #   fingerprints made ComfyUI's set_prompt 11.5 ms, this one 7.8 ms (medians,
         #   docs/BENCHMARKS.md 3a).
-        return transactions.current_user() or "", transactions.global_epoch()
+        # - host.LOCAL_ONLY (0.33+): no external cache provider serves or receives the Session
+        #   or any node downstream of it (nodes/cache_providers.py); the in-memory cache still
+        #   matches, so the above holds as it did.
+        return host.local_only((transactions.current_user() or "", transactions.global_epoch()))
 
     @classmethod
     def validate_inputs(cls, cache_name, reuse, reuse_prefix_segments, from_take=0):

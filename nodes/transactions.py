@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 
 from ..reuse_backend.errors import CorruptCacheError, InvalidRequestError, ReuseError, TransactionError
 from ..reuse_backend.store import Cache, RunInfo
-from . import host, users
+from . import cache_providers, host, users
 
 log = host.log
 _lock = threading.RLock()
@@ -61,6 +61,7 @@ class PromptContext:
     snapshots: dict = field(default_factory=dict)  # (root, name) -> read-only Snapshot | None
     used_slots: dict = field(default_factory=dict)  # (root, name) -> slots served or staged
     resolved: dict = field(default_factory=dict)    # file identities shared by the prompt's keys
+    refusal: str | None = None                     # why reuse nodes refuse (cache_providers.py)
 
     def snapshot(self, root: str, name: str):
         """The committed version this prompt reads: the open transaction's base, else one
@@ -134,6 +135,9 @@ def current() -> PromptContext:
         raise TransactionError("a SeedReuse node ran outside a prompt the lifecycle hook saw",
                                expected="a prompt started by PromptExecutor.execute", actual=f"prompt id {pid!r}",
                                fix="queue the workflow normally through ComfyUI")
+    if ctx.refusal:
+        raise TransactionError(ctx.refusal, expected="no external cache provider that can serve SeedReuse nodes",
+                               actual=", ".join(host.cache_provider_names()), fix=cache_providers.FIX)
     return ctx
 
 
@@ -168,7 +172,7 @@ def _finish(ctx: PromptContext, success: bool) -> None:
 
 def _open(prompt_id, prompt, user=None):
     with _lock:
-        _prompts[prompt_id] = PromptContext(prompt_id, prompt, user)
+        _prompts[prompt_id] = PromptContext(prompt_id, prompt, user, refusal=cache_providers.refusal())
 
 
 def _close(prompt_id, success: bool):

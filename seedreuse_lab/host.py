@@ -94,3 +94,13 @@ def module_env(*, with_comfyui: bool = False, base: dict | None = None) -> dict:
         parts.append(env["PYTHONPATH"])
     env["PYTHONPATH"] = os.pathsep.join(parts)
     return env
+
+
+def has_cache_provider_api() -> bool:
+    """True when the host has ComfyUI's external cache-provider API (``comfy_api.latest.Caching``
+    with ``register_provider``; ComfyUI 0.33 has it, 0.3.75 does not). Read from the host's
+    source, so asking needs no ComfyUI import."""
+    try:
+        return "register_provider" in (comfyui_dir() / "comfy_api" / "latest" / "__init__.py").read_text()
+    except (OSError, HostNotFound):
+        return False

@@ -62,6 +62,9 @@ _start_parent_watchdog()
 
 async def comfy_entrypoint() -> SeedReuseTestExtension:
     global _routes_done
+    if os.environ.get("SEEDREUSE_TEST_PROVIDER_DIR"):   # tests/test_cache_provider.py only (0.33+)
+        from . import folder_provider
+        await folder_provider.register()
     if not _routes_done:
         try:
             register_routes()
