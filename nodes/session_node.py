@@ -116,6 +116,7 @@ class SeedReuseSession(io.ComfyNode):
 
     @classmethod
     def execute(cls, cache_name, reuse, reuse_prefix_segments, from_take=0):
+        transactions.refuse_if_unsafe()   # a provider could see this node (nodes/cache_providers.py)
         name = roots.validate_cache_name(cache_name)
         e = prefix_segments_problem(reuse_prefix_segments)   # a linked value was not validated
         e = e or take_problem("from_take", from_take, 0, MAX_TAKE_NUMBER)

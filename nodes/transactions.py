@@ -135,10 +135,19 @@ def current() -> PromptContext:
         raise TransactionError("a SeedReuse node ran outside a prompt the lifecycle hook saw",
                                expected="a prompt started by PromptExecutor.execute", actual=f"prompt id {pid!r}",
                                fix="queue the workflow normally through ComfyUI")
-    if ctx.refusal:
+    refuse_if_unsafe(ctx)
+    return ctx
+
+
+def refuse_if_unsafe(ctx: PromptContext | None = None) -> None:
+    """Raise why the pack refuses this prompt (cache_providers.py), if it does; ``ctx``
+    defaults to the running prompt's (the Session, which needs no context otherwise)."""
+    if ctx is None:
+        with _lock:
+            ctx = _prompts.get(host.current_prompt_id())
+    if ctx is not None and ctx.refusal:
         raise TransactionError(ctx.refusal, expected="no external cache provider that can serve SeedReuse nodes",
                                actual=", ".join(host.cache_provider_names()), fix=cache_providers.FIX)
-    return ctx
 
 
 def _finish(ctx: PromptContext, success: bool) -> None:

@@ -183,3 +183,23 @@ def test_reuse_never_yields_another_version(pair):
     assert T2V.SAMPLER not in res.executed
     assert manifest(root, "versions")["version"] == v2
     assert provider_touched(folder, local_only_ids(t2v_reuse(seed=2))) == []
+
+
+def test_refuses_where_providers_would_see_the_pack(comfy_workers, tmp_path):
+    """A host whose providers do not skip NaN keys (the test provider switches 0.33's rule off):
+    the pack cannot keep its nodes from the provider, so every reuse node refuses, naming the
+    provider and the fix, and nothing is committed or stored for the pack's nodes."""
+    folder = tmp_path / "provider"
+    w = comfy_workers.one(env={"SEEDREUSE_TEST_PROVIDER_DIR": str(folder),
+                               "SEEDREUSE_TEST_PROVIDER_WITHOUT_NAN_RULE": "1"})
+    p = t2v_reuse(seed=1, prompt_text="provider refusal", cache_name="refused")
+    res = w.run(p)
+    assert res.status == "error"
+    msg = res.error["exception_message"]
+    assert "FolderCacheProvider" in msg and "NaN" in msg
+    assert "unregister the external cache provider" in (res.error.get("seedreuse") or {}).get("fix", "")
+    assert T2V.SAMPLER not in res.executed
+    assert manifest(comfy_workers.cache_root, "refused") is None
+    assert not [o for o in provider_touched(folder, local_only_ids(p)) if o.get("op") != "miss"]
+    log = w.log_text()
+    assert "FolderCacheProvider" in log and "every SeedReuse node refuses to run" in log

@@ -10,6 +10,10 @@ local misses from the others' stores:
     <dir>/journal.<pid>.jsonl             one line per store / hit / miss / skip of this process:
                                           {"op", "class_type", "node_id", "key"}
 
+With ``SEEDREUSE_TEST_PROVIDER_WITHOUT_NAN_RULE=1`` the host's rule that keeps NaN-keyed nodes
+away from providers is switched off in this process (``_contains_self_unequal`` answers False):
+a stand-in for a host with providers but without that rule, on which the pack must refuse.
+
 Only values made of tensors, numbers, strings, None, lists, tuples and str-keyed dicts are
 stored; a model, a VAE or a video object is skipped (``should_cache`` says no), as a provider
 that cannot serialize it would skip it.
@@ -108,6 +112,10 @@ async def register() -> FolderCacheProvider | None:
         return _REGISTERED[0] if _REGISTERED else None
     provider = FolderCacheProvider(folder)
     _REGISTERED.append(provider)
+    if os.environ.get("SEEDREUSE_TEST_PROVIDER_WITHOUT_NAN_RULE") == "1":
+        from comfy_execution import cache_provider
+        cache_provider._contains_self_unequal = lambda obj: False
+        _log.warning("seedreuse test: the host's NaN-key rule for cache providers is switched off")
     await Caching().register_provider(provider)
     _log.info("seedreuse test: FolderCacheProvider registered on %s", folder)
     return provider
