@@ -164,19 +164,21 @@ class Cache:
         return done
 
     def clear(self, run_id: str | None = None) -> list[str]:
-        """Remove the committed version (under the lock)."""
-        lock = self.writer_lock(run_id or f"clear-{uuid.uuid4().hex}").acquire()
-        try:
-            done = lock.broke + self._recover_locked()
-            if os.path.lexists(self.paths.current):
-                # moved into staging first: a crash mid-removal leaves staging, which recovery removes
-                fsops.mkdir(self.paths.tmp, self.dir_mode, exist_ok=True)
-                aside = self.paths.tmp / f"{recovery.STALE_TAG}{uuid.uuid4().hex}"
-                fsops.rename(self.paths.current, aside)
-                fsops.fsync_dir(self.root)
-                done_rm = self._recover_locked()
-                log.debug("clear of '%s': %s", self.name, done_rm)
-                done.append(f"removed committed version of '{self.name}'")
-            return done
-        finally:
-            lock.release()
+        """Remove the committed version, as the cache browser's delete does: the safe eviction
+        (evict.py ``evict_cache_when_readers_leave``: under the writer lock, never while a reader
+        holds a snapshot of it, at either of its two looks; a lease that only lingers after its
+        reader closed is waited for), then recovery of any leftovers. CacheBusyError, with the
+        reason, while a live writer or reader keeps it (nothing is removed then)."""
+        ok, why = evict.evict_cache_when_readers_leave(self.root, self.name, lease_s=self.lease_s)
+        if not ok and why != "no committed version":
+            raise CacheBusyError(
+                f"cache '{self.name}' was not cleared: it is {why}" if why.startswith(("being", "read"))
+                else f"cache '{self.name}' was not cleared: {why}",
+                expected="no live writer and no open reader of the cache", actual=why,
+                fix="wait for that run or reader to finish (a worker serving a prompt from this "
+                    "cache), then clear again",
+                details={"cache": self.name})
+        done = [f"removed committed version of '{self.name}'"] if ok else []
+        if recovery.has_leftovers(self.paths):
+            done = self.recover(run_id or f"clear-{uuid.uuid4().hex}") + done
+        return done

@@ -292,6 +292,25 @@ def test_cli(tmp_path, capsys):
     assert cache.snapshot() is None
 
 
+def test_cli_clear_respects_a_live_reader(tmp_path, capsys):
+    """Issue 27: ``clear NAME --yes`` removed a cache under a live reader (the delete route and gc
+    refuse); it refuses like them, with the reason, and clears once the reader is done."""
+    cache = Cache(tmp_path, "a")
+    write_version(cache, 1)
+    snap = cache.snapshot()                      # an open snapshot: a live reader lease
+    try:
+        assert cli(["--root", str(tmp_path), "clear", "a", "--yes"]) == 2
+        err = capsys.readouterr().err
+        assert "cache 'a' was not cleared: it is read by 1 reader(s)" in err, err
+        assert snapshot_marker(snap) == 1
+    finally:
+        snap.close()
+    assert cache_marker(cache) == 1
+    assert cli(["--root", str(tmp_path), "clear", "a", "--yes"]) == 0
+    assert "cache 'a' cleared" in capsys.readouterr().out
+    assert cache.snapshot() is None
+
+
 def test_group_writable_setting_applies_to_what_a_run_creates(tmp_path, monkeypatch):
     """SEEDREUSE_GROUP_WRITABLE=1: directories and files a run creates are group-writable (under
     a umask that allows it), so another user of the group can recover or replace them."""
