@@ -46,7 +46,7 @@ def _lock_line(cache: Cache) -> str:
     st = lock_status(cache.paths.lock)
     if st["state"] == "free":
         return "free"
-    return f"{st['state']}: {describe(st['owner'])}" + (f" ({st['reason']})" if st["reason"] else "")
+    return f"{st['state']}: {describe(st['owner'], cache.paths.lock)}" + (f" ({st['reason']})" if st["reason"] else "")
 
 
 def cmd_list(root) -> int:

@@ -111,7 +111,7 @@ def in_use(root, name: str, lease_s: float) -> str | None:
     """Why ``name`` is in use right now (read-only look: the dry run's judgement), or None."""
     st = lock_status(roots.cache_paths(root, name).lock, lease_s)
     if st["state"] == "live":
-        return f"being written by {describe(st['owner'])}"
+        return f"being written by {describe(st['owner'], roots.cache_paths(root, name).lock)}"
     live = readers.live_readers(root, name, lease_s)
     if live:
         return _readers_why(live)

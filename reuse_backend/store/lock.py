@@ -141,12 +141,18 @@ class WriterLock:
                 fix="point SEEDREUSE_CACHE_ROOT at a local folder or an NFS/CephFS/Lustre mount")
 
     def _busy(self, owner) -> CacheBusyError:
-        who = describe(owner)
+        who = describe(owner, None if owner else self.path)
+        fix = "wait for the other run to finish (or fail), or give this run another cache name"
+        if not owner:
+            # judged by its age alone (judge): breakable once unchanged for the lease
+            fix = (f"if a run is writing cache '{self.cache_name}', wait for it; otherwise the file is "
+                   f"not a lock of a live run: it is broken once unchanged for {self.lease_s:.0f} s "
+                   f"(SEEDREUSE_LEASE_S), or remove {self.path} by hand (or give this run another "
+                   "cache name)")
         return CacheBusyError(
             f"cache '{self.cache_name}' is being written by {who}; "
             "wait for it to finish or use another cache name",
-            expected="no other writer on this cache", actual=who,
-            fix="wait for the other run to finish (or fail), or give this run another cache name",
+            expected="no other writer on this cache", actual=who, fix=fix,
             details={"owner": owner or {}, "lock": str(self.path)})
 
     def _payload(self) -> bytes:

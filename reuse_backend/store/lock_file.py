@@ -55,14 +55,39 @@ def read_lock(path) -> tuple[dict | None, os.stat_result | None]:
     return owner, st
 
 
-def describe(owner: dict | None) -> str:
+def describe(owner: dict | None, path=None) -> str:
+    """Who holds a lock, for messages; with ``path``, an unreadable one names its file and why."""
     if not owner:
-        return "an unknown run (unreadable lock file)"
+        if path is None:
+            return "an unknown run (unreadable lock file)"
+        return f"an unknown run (unreadable lock file {path}: {why_unreadable(path)})"
     started = owner.get("started_at")
     when = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(started)) \
         if isinstance(started, (int, float)) else "?"
     return (f"run {owner.get('run_id')} on host {owner.get('host')} "
             f"(pid {owner.get('pid')}) since {when}")
+
+
+def why_unreadable(path) -> str:
+    """Why read_lock found no owner in ``path`` (never blocks: only a regular file is opened)."""
+    try:
+        st = os.lstat(path)
+    except FileNotFoundError:
+        return "it is gone"
+    except OSError as e:
+        return f"it cannot be looked at ({e.strerror})"
+    if not stat.S_ISREG(st.st_mode):
+        return "it is not a regular file"
+    if st.st_size > MAX_LOCK_BYTES:
+        return f"it is {st.st_size} bytes, not a lock of a few hundred"
+    try:
+        fd = os.open(path, fsops.O_READ | os.O_NONBLOCK)
+    except PermissionError:
+        return f"no permission to read it (owner uid {st.st_uid})"
+    except OSError as e:
+        return f"it cannot be opened ({e.strerror})"
+    fsops.close_read_only(fd)
+    return "empty" if st.st_size == 0 else "its content is not a SeedReuse lock (JSON with a run id)"
 
 
 def stray_lock_files(root, name: str) -> list[Path]:

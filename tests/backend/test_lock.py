@@ -119,8 +119,15 @@ def test_expired_lock_of_other_host_is_broken(tmp_path):
 def test_unreadable_lock(tmp_path):
     path = tmp_path / "c.lock"
     path.write_bytes(b"")
-    with pytest.raises(CacheBusyError, match="unknown run"):
+    with pytest.raises(CacheBusyError, match="unknown run") as ei:
         WriterLock(path, "mine").acquire()
+    # issue 27: the message names the file and why it cannot be read; the fix says what to do
+    assert f"unreadable lock file {path}: empty" in ei.value.message, ei.value.message
+    assert str(path) in ei.value.fix and "120 s" in ei.value.fix and "SEEDREUSE_LEASE_S" in ei.value.fix
+    path.write_text("not json")
+    with pytest.raises(CacheBusyError, match="its content is not a SeedReuse lock"):
+        Cache(tmp_path, "c").begin()
+    path.write_text("{}")
     os.utime(path, (time.time() - 500, time.time() - 500))
     with WriterLock(path, "mine"):
         pass
