@@ -103,7 +103,7 @@ class _EncodeOrReuse(io.ComfyNode):
             # or fails the run before any sampling (require)
             err = _snapshot_error(ctx, session.root, session.name) if snap is None and session.mode != "off" else None
             d = decide_slot(snap, cache_name=session.name, slot=slot, key=key, mode=session.mode,
-                            snapshot_error=err,
+                            snapshot_error=err, gone=ctx.notes.get(("gone", session.root, session.name)),
                             inspect=lambda s: inspect_slot(s, cache_name=session.name, slot=slot,
                                                            io_type=cls.IO.io_type, load=True))
             ctx.decisions[uid] = d

@@ -76,6 +76,8 @@ class PromptContext:
             cache.recover_leftovers(f"recover-{self.run_id}")
             try:
                 self.snapshots[k] = cache.snapshot()
+                if cache.gone:
+                    self.notes[("gone", root, name)] = cache.gone
             except CorruptCacheError as e:   # a broken version is never used; the next writer replaces it
                 log.warning("seedreuse: cache '%s' is unreadable, treating it as empty: %s", name, e)
                 self.snapshots[k] = None

@@ -49,9 +49,11 @@ def validate_mode(mode: str) -> str:
 
 
 def decide_slot(snapshot, *, cache_name: str, slot: str, key: ReuseKey, mode: str,
-                snapshot_error: CorruptCacheError | None = None, inspect=None) -> SlotDecision:
+                snapshot_error: CorruptCacheError | None = None, inspect=None,
+                gone: str | None = None) -> SlotDecision:
     """Decide for one slot against a committed snapshot (None when the cache is empty, or when
-    its committed version is unreadable: then ``snapshot_error`` says why).
+    its committed version is unreadable: then ``snapshot_error`` says why; or when it was
+    removed while being read: then ``gone``, ``Cache.gone``, says how).
 
     ``inspect(snapshot)``, called only when the key matches, checks that the committed slot is
     usable: it returns ``(value, load_seconds)`` (value None when it only validated) or raises
@@ -64,6 +66,15 @@ def decide_slot(snapshot, *, cache_name: str, slot: str, key: ReuseKey, mode: st
         if mode == "require":
             raise err
         return SlotDecision(slot, "encode", err.details["reason"], key)
+    if snapshot is None and gone:
+        if mode == "require":
+            raise NoCommittedCacheError(
+                f"cache '{cache_name}' was removed while being read: {gone}",
+                expected="a committed cache", actual="removed (cleared, deleted or evicted) just now",
+                fix="queue the prompt again with reuse 'auto' (it encodes and creates the cache again); "
+                    "see who removed it: python -m reuse_backend clear, the cache browser's delete, "
+                    "gc or the size budget (SEEDREUSE_MAX_BYTES)")
+        return SlotDecision(slot, "encode", f"cache '{cache_name}' was removed while being read: encoding", key)
     if snapshot is None:
         if mode == "require":
             raise NoCommittedCacheError(

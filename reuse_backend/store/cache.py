@@ -81,19 +81,24 @@ class Cache:
         group = os.environ.get(ENV_GROUP_WRITABLE) == "1"
         # modes before the umask: workers of one group can recover each other's leftovers
         self.dir_mode, self.file_mode = (0o775, 0o664) if group else (0o755, 0o644)
+        # set by the last snapshot() that found no version because the cache was removed while
+        # it was being read (a clear, delete or eviction in progress): why, for the messages
+        self.gone: str | None = None
 
     def __repr__(self) -> str:
         return f"Cache({str(self.root)!r}, {self.name!r})"
 
     # ------------------------------------------------------------------ reading
     def snapshot(self, retries: int = 20, delay: float = 0.05, *, lease: bool = True) -> Snapshot | None:
-        """The committed version (one version, never a mix), or None when never committed.
+        """The committed version (one version, never a mix), or None when never committed
+        (``gone`` then says when it was removed while being read).
 
         With ``lease`` (every reader) the snapshot is registered as a reader until it is closed,
         so eviction never removes the cache under it, and its first load records a use of the
         cache (readers.py, usage.py). A writer's base needs neither: its writer lock keeps
         evictions away and its commit records the use."""
         filesystems.check_root(self.root)      # cheap after the first call for this mount
+        self.gone = None
         if not lease:
             return VersionReader(self).open(retries, delay)
         return readers.open_leased(self, lambda: VersionReader(self).open(retries, delay))

@@ -149,6 +149,8 @@ class VersionReader:
                 return snap
             nones += 1      # neither current nor .old: confirm (a commit may have raced us)
             if nones >= 3:
+                if last is not None:   # a version was there, then none: removed under this read
+                    self.cache.gone = f"its version was removed while being opened ({last})"
                 return None
         if last is None:
             return None

@@ -185,6 +185,9 @@ def open_leased(cache, opener, wait_s: float = 5.0):
             while eviction_running(cache) and time.monotonic() < deadline:
                 time.sleep(0.02)
             snap = opener()
+            if snap is None:      # not put back: the eviction (gc, budget, clear, delete) removed it
+                cache.gone = ("it was removed (cleared, deleted or evicted) while this run was opening "
+                              "it")
     except BaseException:
         if lease is not None:
             lease.release()

@@ -584,3 +584,37 @@ def test_back_to_back_snapshots_register_once_and_the_lease_goes_after_its_linge
         pass
     rep = evict.enforce(root, 1)                                    # b's unused lease: no wait
     assert sorted(rep.evicted) == ["a", "b"] and entries(root) == []
+
+
+def test_a_reader_of_a_cache_removed_while_it_opens_it_says_so(tmp_path):
+    """Issue 27: a reader whose cache was removed under it (here an eviction, as clear and the
+    delete route do it, stopped after its second look) said "no successful run in cache 'd' yet";
+    it says the cache was removed while being read, for require and auto alike."""
+    from reuse_backend.errors import NoCommittedCacheError
+    from reuse_backend.keys.key import ReuseKey
+    from reuse_backend.keys.slots import decide_slot
+    write_version(Cache(tmp_path, "d"), 1)
+    proc = subprocess.Popen([sys.executable, "-m", "tests.backend.writer_proc", "evict-pause", str(tmp_path), "d"],
+                            cwd=REPO_ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        line = proc.stdout.readline().strip()
+        assert line == "paused evict", (line, proc.stderr.read() if proc.poll() is not None else "")
+        cache = Cache(tmp_path, "d")
+        assert cache.snapshot() is None          # the eviction holds on (bounded wait), never puts it back
+        assert cache.gone and "removed" in cache.gone
+        key = ReuseKey.build("slot", {"text": "a"})
+        with pytest.raises(NoCommittedCacheError, match="cache 'd' was removed while being read") as ei:
+            decide_slot(None, cache_name="d", slot="text", key=key, mode="require", gone=cache.gone)
+        assert "auto" in ei.value.fix
+        d = decide_slot(None, cache_name="d", slot="text", key=key, mode="auto", gone=cache.gone)
+        assert d.action == "encode" and "removed while being read" in d.reason
+        os.kill(proc.pid, signal.SIGCONT)
+        out, err = proc.communicate(timeout=120)
+        assert json.loads(out.strip().splitlines()[-1])["evicted"] is True, err[-2000:]
+    finally:
+        if proc.poll() is None:
+            os.kill(proc.pid, signal.SIGCONT)
+            proc.kill()
+            proc.wait()
+    cache = Cache(tmp_path, "d")
+    assert cache.snapshot() is None and cache.gone is None    # plainly empty now: nothing was being removed

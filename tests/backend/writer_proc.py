@@ -7,6 +7,9 @@ repository root; see REPO_ENV in storehelp).
   writer_proc.py pause ROOT NAME KIND     stage a version with marker 2 and SIGSTOP itself in the
                                           middle of one staging write of KIND (see PAUSE_POINTS);
                                           once continued, print the outcome as JSON and exit
+  writer_proc.py evict-pause ROOT NAME    evict the cache, SIGSTOPping itself once the version is out
+                                          and its second look is done (before its lock's release);
+                                          once continued, print the outcome as JSON and exit
   writer_proc.py release ROOT NAME STEPS  take the writer lock and release it, SIGSTOPping itself
                                           at each of STEPS ("+"-joined, see release_paused); once
                                           continued, print the outcome as JSON and exit
@@ -142,6 +145,21 @@ def main(argv):
             write_version(cache, int(argv[3]))
     elif cmd == "pause":
         pause(cache, argv[3])
+    elif cmd == "evict-pause":
+        import json
+        from reuse_backend.storage import fsops
+        from reuse_backend.store import evict
+        fired = []
+
+        def at_release(op, path):
+            if op == "rename" and path == str(cache.paths.lock) and not fired:
+                fired.append(op)
+                _stop_self("evict")
+
+        fsops.set_hook(at_release)
+        ok, why = evict.evict_cache(root, name, lease_s=cache.lease_s)
+        fsops.clear_hook()
+        print(json.dumps({"evicted": ok, "why": why}), flush=True)
     elif cmd == "release":
         release_paused(cache, argv[3])
     elif cmd == "hold":
