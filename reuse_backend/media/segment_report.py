@@ -44,13 +44,17 @@ def take_report(take, spec, key, static, audio_source, audio_expected: bool, pro
         states = [{"segment": i, "state": "valid" if same else "invalid",
                    **({} if same else {"field": "(segment key: recorded before per-segment validity)"})}
                   for i in range(S)]
-    if audio_expected and not take.section.get("has_audio"):
+    if take.damaged:          # unusable as a whole (a file of it is damaged): nothing to resume
+        states = [{"segment": i, "state": "invalid", "field": f"damaged take ({take.damaged})"}
+                  for i in range(S)]
+    elif audio_expected and not take.section.get("has_audio"):
         states = [{"segment": i, "state": "invalid", "field": "audio (the take has no audio track)"}
                   for i in range(S)]
     n, stop = _longest(take, states, spec)
     F, M = (spec.F, spec.M) if spec else (int(take.section["spec"]["F"]), int(take.section["spec"]["M"]))
     listed = min(S, MAX_LISTED)
-    return {"take": take.number, "latest": take.latest, "seed": take.section.get("seed"), "segments": S,
+    return {"take": take.number, "latest": take.latest, "damaged": take.damaged,
+            "seed": take.section.get("seed"), "segments": S,
             "frames": take.section.get("frames"), "created_at": take.section.get("created_at"),
             "source_take": take.section.get("source_take"), "result": take.result,
             "segment_validity": states[:listed],

@@ -14,7 +14,7 @@ import logging
 import os
 from dataclasses import dataclass, field
 
-from ..errors import InvalidRequestError
+from ..errors import CorruptCacheError, InvalidRequestError
 from ..storage import serialize
 from ..store import manifest as mf
 from ..store import take_index
@@ -50,6 +50,7 @@ class Take:
     boundaries: dict = field(default_factory=dict)  # int i -> file name of boundary i
     section: dict = field(default_factory=dict)     # its segment section (key, spec, seed, validity, ...)
     latest: bool = False
+    damaged: str | None = None                      # why it cannot be used (a file of it is damaged)
 
     @property
     def segments(self) -> int:
@@ -71,9 +72,15 @@ def read_takes(base) -> list[Take]:
     m = base.manifest
     recs = take_index.records(m)
     if recs is not None:   # the latest take's section is the version's segment section (stored once)
-        return [Take(r["take"], r["result"], {int(i): f for i, f in r["boundaries"].items()},
-                     (m["sections"].get(SECTION) or {}) if r["segments"] == IN_SECTION else r["segments"],
-                     latest=(n == 0)) for n, r in enumerate(recs)]
+        takes = [Take(r["take"], r["result"], {int(i): f for i, f in r["boundaries"].items()},
+                      (m["sections"].get(SECTION) or {}) if r["segments"] == IN_SECTION else r["segments"],
+                      latest=(n == 0)) for n, r in enumerate(recs)]
+        damaged = getattr(base, "damaged", None) or {}
+        for t in takes:      # a damaged file of an older take disables that take alone (reader.py)
+            bad = [f for f in [t.result, *t.boundaries.values()] if f in damaged]
+            if bad:
+                t.damaged = f"{bad[0]}: {damaged[bad[0]]}"
+        return takes
     section = (m.get("sections") or {}).get(SECTION)
     if not section or RESULT not in (m.get("files") or {}):
         return []
@@ -89,6 +96,14 @@ def choose(takes: list[Take], from_take: int, cache_name: str) -> Take | None:
         return takes[0] if takes else None
     for t in takes:
         if t.number == from_take:
+            if t.damaged:
+                raise CorruptCacheError(
+                    f"cache '{cache_name}': take {from_take} is damaged ({t.damaged})",
+                    expected="every file of the take intact", actual=t.damaged,
+                    fix=f"pick another kept take (the dry run lists them) or 0 for the latest; the next "
+                        f"take of this cache drops take {from_take} (python -m reuse_backend check "
+                        f"{cache_name} lists what is damaged)",
+                    details={"cache": cache_name, "from_take": from_take})
             return t
     raise InvalidRequestError(
         f"cache '{cache_name}' keeps no take {from_take}",
@@ -115,7 +130,7 @@ def carry_history(tx, takes: list[Take], keep: int) -> list[dict]:
     """Carry the newest ``keep`` takes of the base into the new version under their own names
     (the latest one's classic names become take-<k>.* names); returns their records."""
     out = []
-    for t in takes[:max(0, keep)]:
+    for t in [t for t in takes if not t.damaged][:max(0, keep)]:   # a damaged take is dropped
         if t.latest:
             result = take_index.result_file(t.number)
             tx.carry_file(result, src=t.result)

@@ -29,6 +29,7 @@ from ..errors import CorruptCacheError, NoCommittedCacheError, TransactionError
 from ..storage import fsops, serialize, skeleton
 from ..storage.pinned_file import open_pinned
 from . import manifest as mf
+from . import take_index
 
 log = logging.getLogger("seedreuse")
 
@@ -184,9 +185,17 @@ class VersionReader:
             if total > self.max_total_bytes:
                 raise corrupt(self.name, "is larger than the cache budget",
                                expected=f"<= {self.max_total_bytes} bytes", actual=f"{total} bytes")
+            damaged: dict[str, str] = {}
             for fname, entry in m["files"].items():
-                fds[fname] = self._open_member(dfd, fname, entry, source, path)
-            snap = Snapshot(self.cache, dfd, m, fds, source)
+                try:
+                    fds[fname] = self._open_member(dfd, fname, entry, source, path)
+                except CorruptCacheError as e:
+                    if not take_index.is_kept_take_file(fname):
+                        raise
+                    # damage in an older kept take disables that take only (segment_takes):
+                    # the slots, the latest take and the other takes stay usable
+                    damaged[fname] = e.message
+            snap = Snapshot(self.cache, dfd, m, fds, source, damaged)
             dfd, fds = None, {}
             return snap
         finally:
@@ -248,9 +257,10 @@ class VersionReader:
 class Snapshot:
     """One committed version, pinned: every file stays open until close()."""
 
-    def __init__(self, cache, dfd: int, manifest: dict, fds: dict, source: str):
+    def __init__(self, cache, dfd: int, manifest: dict, fds: dict, source: str, damaged=None):
         self.cache, self.manifest, self.source = cache, manifest, source
         self._dfd, self._fds = dfd, fds
+        self.damaged: dict[str, str] = dict(damaged or {})   # older-take file -> why it is unusable
 
     @property
     def version(self) -> str:

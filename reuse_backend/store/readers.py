@@ -139,7 +139,7 @@ class LeasedSnapshot(Snapshot):
     """A reader's snapshot: holds a reader lease until closed; its first load records a use."""
 
     def __init__(self, snap: Snapshot, lease: ReaderLease | None):
-        super().__init__(snap.cache, snap._dfd, snap.manifest, snap._fds, snap.source)
+        super().__init__(snap.cache, snap._dfd, snap.manifest, snap._fds, snap.source, snap.damaged)
         snap._dfd, snap._fds = None, {}          # ownership of the fds moves here
         self._lease, self._used = lease, False
 

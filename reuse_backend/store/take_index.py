@@ -25,12 +25,20 @@ MAX_TAKES = 32
 RECORD_KEYS = frozenset({"take", "result", "boundaries", "segments"})
 
 
+TAKE_PREFIX = "take-"       # the files of the older kept takes, and only those
+
+
+def is_kept_take_file(fname: str) -> bool:
+    """A file that only an older kept take uses (the latest take keeps the classic names)."""
+    return fname.startswith(TAKE_PREFIX)
+
+
 def result_file(take: int) -> str:
-    return f"take-{int(take):06d}.result.mp4"
+    return f"{TAKE_PREFIX}{int(take):06d}.result.mp4"
 
 
 def boundary_file(take: int, i: int) -> str:
-    return f"take-{int(take):06d}.boundary_{int(i):05d}.safetensors"
+    return f"{TAKE_PREFIX}{int(take):06d}.boundary_{int(i):05d}.safetensors"
 
 
 def _int(v) -> bool:

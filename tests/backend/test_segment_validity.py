@@ -8,7 +8,7 @@ import os
 import pytest
 import torch
 
-from reuse_backend.errors import NoCommittedCacheError, SegmentInvalidError
+from reuse_backend.errors import CorruptCacheError, NoCommittedCacheError, SegmentInvalidError
 from reuse_backend.keys.key import ReuseKey
 from reuse_backend.media import segment_plan, segment_takes, segment_validity as sv
 from reuse_backend.storage import fsops
@@ -230,3 +230,31 @@ def test_a_crash_anywhere_in_a_take_commit_leaves_one_consistent_history(tmp_pat
         seen.add(len(state))
         assert store_check.check(root, "c") == [], k
     assert seen == {1, 2}
+
+
+def test_a_damaged_old_take_disables_only_that_take(tmp_path):
+    """Issue 27: one damaged older take (its result file truncated) made the whole version
+    unreadable, so the intact latest take failed too (from_take=0). Now only that take is
+    unusable: the latest and the other kept takes read and resume, the next take drops it, and
+    check() still reports the file."""
+    cache = Cache(tmp_path, "c")
+    for n in (1, 2, 3):
+        _take(cache, n, keep=3)
+    bad = tmp_path / "c" / take_index.result_file(1)
+    os.truncate(bad, 3)
+    with cache.snapshot() as snap:                    # the version still reads
+        takes = segment_takes.read_takes(snap)
+        assert [t.number for t in takes] == [3, 2, 1]
+        assert [t.damaged is not None for t in takes] == [False, False, True]
+        assert "wrong size" in takes[2].damaged
+        assert segment_takes.choose(takes, 0, "c").number == 3
+        assert segment_takes.choose(takes, 2, "c").number == 2
+        with pytest.raises(CorruptCacheError, match="take 1 is damaged") as ei:
+            segment_takes.choose(takes, 1, "c")
+        assert "another kept take" in ei.value.fix
+        with snap.open_file(takes[1].result) as f:
+            assert f.read() == b"video of take 2"
+    assert [p.code for p in store_check.check(tmp_path, "c")] == ["size_mismatch"]
+    _take(cache, 4, keep=3)                           # the next take carries 3 and 2, not the damaged 1
+    assert [t[0] for t in _state(tmp_path)] == [4, 3, 2]
+    assert store_check.check(tmp_path, "c") == []
