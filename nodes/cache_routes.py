@@ -31,7 +31,8 @@ import os
 
 from aiohttp import web
 
-from ..reuse_backend.errors import CacheBusyError, InvalidRequestError, NoCommittedCacheError, ReuseError
+from ..reuse_backend.errors import (CacheBusyError, InvalidRequestError, NoCommittedCacheError, ReuseError,
+                                   UnknownUserError)
 from ..reuse_backend.store import Cache, list_caches, roots, take_index, usage
 from ..reuse_backend.store.cache import default_lease_s
 from ..reuse_backend.store.check import check as check_cache
@@ -46,6 +47,8 @@ RESULT_TYPE = "video/mp4"       # every result the pack publishes is an MP4 (Pre
 
 
 def _error(e: Exception, status: int = 400):
+    if isinstance(e, UnknownUserError):
+        status = users.UNKNOWN_USER_STATUS
     body = e.to_dict() if isinstance(e, ReuseError) else {"type": type(e).__name__, "message": str(e)}
     return web.json_response({"error": body}, status=status)
 

@@ -21,7 +21,7 @@ import json
 from aiohttp import web
 
 from ..reuse_backend.store import roots
-from ..reuse_backend.errors import InvalidRequestError, ReuseError
+from ..reuse_backend.errors import InvalidRequestError, ReuseError, UnknownUserError
 from ..reuse_backend.keys.graph_key import is_link, number_problem
 from ..reuse_backend.store import Cache, committed_caches
 from . import host
@@ -33,6 +33,8 @@ log = host.log
 
 
 def _error(e: Exception, status: int = 400):
+    if isinstance(e, UnknownUserError):
+        status = users.UNKNOWN_USER_STATUS
     body = e.to_dict() if isinstance(e, ReuseError) else {"type": type(e).__name__, "message": str(e)}
     return web.json_response({"error": body}, status=status)
 
@@ -109,16 +111,21 @@ def refuse_inexact_numbers(json_data):
     from 1. Here the raw JSON value is still there: every INT/FLOAT literal of the pack's nodes
     that is not exact (graph_key.number_problem) is replaced by a RefusedNumber, which fails
     ComfyUI's conversion with the reason (input, value, allowed range, fix). Ranges are checked
-    where ComfyUI checks them (the schema's min/max, or the node's validate_inputs)."""
+    where ComfyUI checks them (the schema's min/max), except for the inputs a node's own
+    validate_inputs takes: ComfyUI files that function's refusal under every input it takes (the
+    first, cache_name, is the one the UI marks), so their schema range is refused here, under
+    the input itself (from_take of -1 or 1e30, reuse_prefix_segments of -2)."""
     try:
         prompt = json_data.get("prompt") if isinstance(json_data, dict) else None
         if not isinstance(prompt, dict):
             return json_data
+        schemas = Schemas()
         for node in prompt.values():
             ct = node.get("class_type") if isinstance(node, dict) else None
             inputs = node.get("inputs") if isinstance(ct, str) and ct.startswith(PREFIX) else None
             if not isinstance(inputs, dict):
                 continue
+            own, any_kw = schemas.self_validated(ct)
             for name, spec in _number_specs(ct).items():    # INT / FLOAT specs only
                 kind = spec[0]
                 if name not in inputs:
@@ -126,9 +133,12 @@ def refuse_inexact_numbers(json_data):
                 v = inputs[name]
                 if isinstance(v, dict) and "__value__" in v:
                     v = v["__value__"]
-                if is_link(v) or number_problem(name, kind, v) is None:
-                    continue
                 extra = spec[1] if len(spec) > 1 and isinstance(spec[1], dict) else {}
+                e = None if is_link(v) else number_problem(name, kind, v)
+                if e is None and not is_link(v) and (name in own or any_kw):
+                    e = number_problem(name, kind, v, minimum=extra.get("min"), maximum=extra.get("max"))
+                if e is None:
+                    continue
                 e = number_problem(name, kind, v, minimum=extra.get("min"), maximum=extra.get("max"))
                 try:
                     shown = json.dumps(v)
@@ -181,7 +191,7 @@ def register() -> None:
         try:
             root = users.root_of_request(request)
         except ReuseError as e:
-            return _error(e, status=403)
+            return _error(e)
         return web.json_response({"caches": committed_caches(root)})
 
     @routes.get("/seedreuse/caches/{name}")

@@ -27,6 +27,12 @@ def prefix_segments_problem(value) -> InvalidRequestError | None:
                           maximum=MAX_PREFIX_SEGMENTS, fix=PREFIX_FIX)
 
 
+def _refused(value) -> bool:
+    """A RefusedNumber (routes.refuse_inexact_numbers): POST /prompt filed it under its own input
+    already; refusing it again here would file it under every input validate_inputs takes."""
+    return isinstance(value, str) and hasattr(value, "reason")
+
+
 def take_problem(name: str, value, minimum: int, maximum: int) -> InvalidRequestError | None:
     return number_problem(name, "INT", value, minimum=minimum, maximum=maximum,
                           fix=f"set {name} to a whole number from {minimum} to {maximum}")
@@ -102,14 +108,15 @@ class SeedReuseSession(io.ComfyNode):
                 return str(e)
         if reuse is not None and reuse not in MODES:
             return f"reuse must be one of {', '.join(MODES)}; got {reuse!r}"
-        if reuse_prefix_segments is not None:
+        if reuse_prefix_segments is not None and not _refused(reuse_prefix_segments):
             e = prefix_segments_problem(reuse_prefix_segments)
             if e is not None:
                 return f"{e.message}; fix: {e.fix}"
             if reuse == "off" and reuse_prefix_segments != 0:
                 return ("reuse_prefix_segments other than 0 needs reuse 'auto' or 'require' (a prefix is always "
                         "reused); set reuse to auto or reuse_prefix_segments to 0")
-        e = take_problem("from_take", from_take, 0, MAX_TAKE_NUMBER) if from_take is not None else None
+        e = take_problem("from_take", from_take, 0, MAX_TAKE_NUMBER) \
+            if from_take is not None and not _refused(from_take) else None
         if e is not None:
             return f"{e.message}; fix: {e.fix}"
         return True

@@ -25,13 +25,15 @@ from pathlib import Path
 
 from aiohttp import web
 
-from ..reuse_backend.errors import InvalidRequestError
+from ..reuse_backend.errors import UnknownUserError
 from ..reuse_backend.store import namespaces
 from . import host
 
 EXTRA_KEY = "seedreuse_user"
 _request_user: contextvars.ContextVar = contextvars.ContextVar("seedreuse_request_user", default=None)
 _PROMPT_PATHS = ("/prompt", "/api/prompt")
+# one status for an unknown user on every route of the pack (ComfyUI's user routes answer 403)
+UNKNOWN_USER_STATUS = 403
 
 
 def root_for(user: str | None) -> str:
@@ -41,14 +43,14 @@ def root_for(user: str | None) -> str:
 
 def user_of(request) -> str | None:
     """The request's user: None without --multi-user or without a comfy-user header (the
-    shared namespace, as for a prompt queued without one); InvalidRequestError for a user the
-    server does not know."""
+    shared namespace, as for a prompt queued without one); UnknownUserError for a user the
+    server does not know (every route answers it with UNKNOWN_USER_STATUS)."""
     if "comfy-user" not in request.headers:
         return None
     try:
         return host.request_user(request)
     except KeyError as e:
-        raise InvalidRequestError(f"unknown ComfyUI user: {e.args[0] if e.args else ''}",
+        raise UnknownUserError(f"unknown ComfyUI user: {e.args[0] if e.args else ''}",
                                   expected="a user of this server (comfy-user header)",
                                   actual="unknown", fix="select a user in ComfyUI and retry") from None
 

@@ -86,6 +86,12 @@ class InvalidRequestError(ReuseError):
     code = "invalid_request"
 
 
+class UnknownUserError(InvalidRequestError):
+    """A request names a ComfyUI user the server does not know (HTTP 403 on every route, as
+    ComfyUI's own user routes answer)."""
+    code = "unknown_user"
+
+
 class PreviousResultError(ReuseError):
     """The previous result video needed for a prefix is missing, short or unreadable."""
     code = "previous_result"

@@ -235,8 +235,16 @@ def test_each_user_sees_and_manages_only_their_own_caches(module_workers):
         status, _, raw = request(w, method, path, body, headers=w.headers)
         assert status == 404 and error_of(raw)["code"] == "no_committed_cache", (path, status, raw)
     assert (root / ".users" / alice / name / "manifest.json").is_file()
-    status, _, raw = request(w, "GET", "/seedreuse/browser", headers={"comfy-user": "nobody-here"})
-    assert status == 400 and error_of(raw)["type"] == "InvalidRequestError"
+    # issue 27: an unknown user got 403 on the cache list and 400 elsewhere; one status everywhere
+    for method, path, body in (("GET", "/seedreuse/browser", None), ("GET", "/seedreuse/caches", None),
+                               ("GET", f"/seedreuse/caches/{name}", None), ("GET", "/seedreuse/budget", None),
+                               ("GET", f"/seedreuse/caches/{name}/result", None),
+                               ("POST", f"/seedreuse/caches/{name}/check", {}),
+                               ("POST", f"/seedreuse/caches/{name}/delete", {"confirm": name}),
+                               ("POST", "/seedreuse/check", {"prompt": {}})):
+        status, _, raw = request(w, method, path, body, headers={"comfy-user": "nobody-here"})
+        assert status == 403 and error_of(raw)["code"] == "unknown_user", (path, status, raw)
+        assert "unknown ComfyUI user" in error_of(raw)["message"]
     w.headers = {"comfy-user": alice}
     assert w.post_json(f"/seedreuse/caches/{name}/delete", {"confirm": name})["deleted"] == name
     assert not (root / ".users" / alice / name).exists()

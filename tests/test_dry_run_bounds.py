@@ -307,6 +307,21 @@ def test_reuse_prefix_segments_is_validated_exactly(w, value, why, shown):
     assert f"reuse_prefix_segments {why}; got {shown}" in err["message"] and err["details"]["node"] == "100"
 
 
+@pytest.mark.parametrize("value", [-1, 1e30], ids=["-1", "1e30"])
+def test_from_take_refusals_name_from_take(w, value):
+    """Issue 27: from_take of -1 or 1e30 was refused by the Session's validate_inputs, which
+    ComfyUI files under every input the function takes (the first, cache_name, in the UI)."""
+    p = base()
+    p["100"]["inputs"]["from_take"] = value
+    with pytest.raises(PromptRejected) as ei:
+        w.queue(p)
+    assert ei.value.status == 400
+    errors = ei.value.node_errors["100"]["errors"]
+    assert {e["extra_info"]["input_name"] for e in errors} == {"from_take"}, errors
+    text = json.dumps(errors)
+    assert "from_take must be" in text and "fix: set from_take" in text, text
+
+
 def test_segment_loop_integers_are_exact(w):
     p = seg_prompt(segment_frames=5.5)          # the old node: int(5.5) == 5, silently
     with pytest.raises(PromptRejected) as ei:
