@@ -119,12 +119,18 @@ def in_use(root, name: str, lease_s: float) -> str | None:
 
 
 class KeptByReaders(str):
-    """The why of a cache kept only because readers hold it (a str: callers show it as is)."""
+    """The why of a cache kept only because readers hold it (a str: callers show it as is);
+    ``lingering``: every one of them only lingers (no snapshot open: it goes within LINGER_S)."""
+    lingering = False
 
 
 def _readers_why(live: list[dict]) -> KeptByReaders:
-    o = live[0]["owner"] or {}
-    return KeptByReaders(f"read by {len(live)} reader(s) (host {o.get('host')} pid {o.get('pid')})")
+    open_now = [x for x in live if not x.get("idle")]
+    o = (open_now or live)[0]["owner"] or {}
+    why = KeptByReaders(f"read by {len(live)} reader(s) (host {o.get('host')} pid {o.get('pid')})"
+                        + ("" if open_now else ", closing"))
+    why.lingering = not open_now
+    return why
 
 
 def evict_cache(root, name: str, *, lease_s: float) -> tuple[bool, str]:
@@ -174,14 +180,15 @@ def evict_cache(root, name: str, *, lease_s: float) -> tuple[bool, str]:
 
 def evict_cache_when_readers_leave(root, name: str, *, lease_s: float,
                                    wait_s: float = 2 * readers.LINGER_S + 1.0) -> tuple[bool, str]:
-    """evict_cache for a user's explicit delete: while only readers keep the cache, retried for
-    at most ``wait_s``. A process keeps its reader lease LINGER_S after its last snapshot closed
-    (reader_leases.py), so a delete right after another worker's hit would otherwise be refused
-    for that long; a reader still open after ``wait_s`` keeps the cache, as always."""
+    """evict_cache for a user's explicit delete: while only lingering reader leases keep the
+    cache, retried for at most ``wait_s``. A process keeps its reader lease LINGER_S after its
+    last snapshot closed (reader_leases.py), so a delete right after another worker's hit would
+    otherwise be refused for that long. A reader with a snapshot open now is answered at once
+    (it may read for minutes: waiting would only delay the same refusal)."""
     deadline = time.monotonic() + wait_s
     while True:
         ok, why = evict_cache(root, name, lease_s=lease_s)
-        if ok or not isinstance(why, KeptByReaders) or time.monotonic() >= deadline:
+        if ok or not (isinstance(why, KeptByReaders) and why.lingering) or time.monotonic() >= deadline:
             return ok, why
         time.sleep(0.1)
 

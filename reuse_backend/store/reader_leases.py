@@ -6,9 +6,16 @@ thread per process refreshes every lease it holds (the heartbeat is the file's m
 the unused ones whose linger is over. A process that ends normally removes its unused leases
 (atexit, and a multiprocessing child's finalizer); a killed one leaves them to turn stale.
 
+While a lease only lingers (no snapshot uses it) its file carries the owner-execute bit
+(IDLE_BIT, set when the last snapshot closes, cleared when one reuses it: one chmod each, under
+the registry's guard so the two never cross): other processes still count it as a live reader
+(it protects nothing, but evictions keep the cache), and the cache browser's delete tells it from
+a reader that holds a snapshot now (it waits for a lingering lease to go, and answers at once
+for an open one; evict.py).
+
 What this does not guarantee: an unused lease still looks live to other processes until it is
 removed, so it keeps the cache from their evictions for at most LINGER_S (plus one heartbeat)
-after its last use.
+after its last use. A lease whose chmod failed (or whose mode is unknown) looks in use.
 """
 from __future__ import annotations
 
@@ -17,6 +24,7 @@ import json
 import logging
 import multiprocessing.util
 import os
+import stat
 import threading
 import time
 import uuid
@@ -29,6 +37,7 @@ log = logging.getLogger("seedreuse")
 
 READERS_DIR = usage.READERS_DIR
 LINGER_S = 2.0                  # an unused lease is removed this long after its last snapshot closed
+IDLE_BIT = stat.S_IXUSR         # set on a lease file while it only lingers (no snapshot uses it)
 _O_CREATE = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_NOFOLLOW", 0)
 
 
@@ -44,6 +53,8 @@ class ReaderLease:
         self.lost = False
         self.refs = 1                 # open snapshots using this lease (guarded by the registry)
         self.idle_since = 0.0         # monotonic time refs dropped to 0
+        self.mode: int | None = None  # the file's permission bits (None: unknown, never marked idle)
+        self.marked_idle = False      # IDLE_BIT is set on the file (guarded by the registry)
 
     @classmethod
     def acquire(cls, root, name: str, *, lease_s: float, heartbeat_s: float,
@@ -51,10 +62,11 @@ class ReaderLease:
         """This process's lease of ``name`` under ``root`` (one more snapshot on it), created when
         there is none; None when it cannot be created (the reader then reads unregistered)."""
         key = (str(root), name, os.getpid())
-        lease = REGISTRY.reuse(key)
+        lease, proven = REGISTRY.reuse(key)
         if lease is not None:
             try:
-                os.utime(lease.path)          # a heartbeat, and proof the file is still there
+                if not proven:                # the idle bit's chmod proved it already
+                    os.utime(lease.path)      # a heartbeat, and proof the file is still there
                 return lease
             except OSError:                   # removed (judged stale) or unreachable: a new one
                 REGISTRY.forget(lease)
@@ -93,11 +105,13 @@ class ReaderLease:
                 return None
             # a close() error after the write is the write's error on a network filesystem (the
             # server may not have the lease body): the lease file goes, the reader reads unregistered
+            mode = None
             try:
                 try:
                     view = memoryview(body)
                     while view:
                         view = view[os.write(fd, view):]
+                    mode = stat.S_IMODE(os.fstat(fd).st_mode)   # after the umask: what chmod restores
                 finally:
                     os.close(fd)
             except OSError as e:
@@ -105,6 +119,7 @@ class ReaderLease:
                 unlink_quiet(path)
                 return None
             lease = cls(path, lease_id, lease_s, heartbeat_s, key)
+            lease.mode = mode
             REGISTRY.add(lease)
             return lease
         return None
@@ -161,13 +176,22 @@ class _Registry:
                                                daemon=True)
                 self.thread.start()
 
-    def reuse(self, key: tuple) -> ReaderLease | None:
+    def reuse(self, key: tuple) -> tuple[ReaderLease | None, bool]:
+        """(this process's lease of ``key`` with one more snapshot on it, or None; whether its file
+        was just proven to exist: the chmod that cleared its idle bit)."""
         with self.guard:
             lease = self.by_key.get(key)
             if lease is None or lease.lost or lease.pid != os.getpid() or lease.id not in self.leases:
-                return None
+                return None, False
             lease.refs += 1
-            return lease
+            if not lease.marked_idle:
+                return lease, False
+            lease.marked_idle = False         # in use again: other processes see it at once
+            try:
+                os.chmod(lease.path, lease.mode)
+                return lease, True
+            except OSError:                   # gone or unreachable: acquire() looks again
+                return lease, False
 
     def forget(self, lease: ReaderLease) -> None:
         with self.guard:
@@ -182,10 +206,22 @@ class _Registry:
                 return
             lease.idle_since = time.monotonic()
             if lease.key and self.by_key.get(lease.key) is lease:
+                self._mark_idle(lease)
                 self.wake.set()               # the heartbeat thread removes it after LINGER_S
                 return
             self._drop(lease)                 # not reusable (made by create): no reason to keep it
         unlink_quiet(lease.path)
+
+    @staticmethod
+    def _mark_idle(lease: ReaderLease) -> None:
+        """Set IDLE_BIT on the file of a lease no snapshot uses (under the guard)."""
+        if lease.mode is None:
+            return
+        try:
+            os.chmod(lease.path, lease.mode | IDLE_BIT)
+            lease.marked_idle = True
+        except OSError as e:              # it looks in use: a delete answers at once, nothing unsafe
+            log.debug("seedreuse: could not mark reader lease %s idle: %s", lease.path, e)
 
     def _drop(self, lease: ReaderLease) -> None:
         self.leases.pop(lease.id, None)

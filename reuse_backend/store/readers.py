@@ -47,7 +47,7 @@ import time
 from .lock import judge as lock_judge, lock_status, read_lock
 from .owner import hostname, pid_start
 from .reader import Snapshot
-from .reader_leases import LINGER_S, READERS_DIR, ReaderLease, REGISTRY, unlink_quiet, readers_dir
+from .reader_leases import IDLE_BIT, LINGER_S, READERS_DIR, ReaderLease, REGISTRY, unlink_quiet, readers_dir
 from . import usage
 
 __all__ = ["LINGER_S", "READERS_DIR", "ReaderLease", "readers_dir", "lease_cache_name", "judge", "leases",
@@ -87,7 +87,8 @@ def judge(owner: dict | None, st: os.stat_result, default_lease_s: float) -> str
 
 
 def leases(root, name: str | None = None, default_lease_s: float = 120.0) -> list[dict]:
-    """Every lease file (of ``name``, or all): {"path", "cache", "owner", "stale": reason|None}."""
+    """Every lease file (of ``name``, or all): {"path", "cache", "owner", "stale": reason|None,
+    "idle": it only lingers, no snapshot of its process uses it (reader_leases.IDLE_BIT)}."""
     d = readers_dir(root)
     try:
         names = sorted(os.listdir(d))
@@ -106,7 +107,7 @@ def leases(root, name: str | None = None, default_lease_s: float = 120.0) -> lis
         if _mine(owner) and not REGISTRY.held(owner.get("run_id")) and not os.path.lexists(d / entry):
             continue                    # this process removed it meanwhile (remove_expired)
         out.append({"path": str(d / entry), "cache": cache, "owner": owner,
-                    "stale": judge(owner, st, default_lease_s)})
+                    "stale": judge(owner, st, default_lease_s), "idle": bool(st.st_mode & IDLE_BIT)})
     return out
 
 

@@ -618,3 +618,53 @@ def test_a_reader_of_a_cache_removed_while_it_opens_it_says_so(tmp_path):
             proc.wait()
     cache = Cache(tmp_path, "d")
     assert cache.snapshot() is None and cache.gone is None    # plainly empty now: nothing was being removed
+
+
+def test_delete_answers_at_once_while_a_reader_holds_a_snapshot(tmp_path):
+    """Issue 27: the delete route retried for 5 s while a reader held the cache, although only a
+    lingering lease (snapshot closed, lease kept LINGER_S) can go away that soon. Here the reader
+    closes right after the first refusal (at that attempt's lock release): the delete must
+    already have answered with that refusal, not retried into the closed reader's linger."""
+    from reuse_backend.storage import fsops
+    cache = Cache(tmp_path, "a")
+    write_version(cache, 1)
+    snap = cache.snapshot()
+    closed = []
+
+    def close_after_the_first_attempt(op, path):
+        if op == "rename" and path == str(tmp_path / "a.lock") and not closed:
+            closed.append(op)
+            snap.close()
+
+    fsops.set_hook(close_after_the_first_attempt)
+    try:
+        ok, why = evict.evict_cache_when_readers_leave(tmp_path, "a", lease_s=120)
+    finally:
+        fsops.clear_hook()
+        snap.close()
+    assert closed and not ok and "read by 1 reader(s)" in why and not why.lingering, why
+    assert cache_marker(cache) == 1
+
+
+def test_a_lingering_lease_of_another_process_is_told_from_an_open_reader(tmp_path):
+    """Another process's lease says whether a snapshot uses it now (open: refused at once) or it
+    only lingers after its last close (the delete waits for it)."""
+    write_version(Cache(tmp_path, "a"), 1)
+    proc = subprocess.Popen([sys.executable, "-m", "tests.backend.writer_proc", "read-pause", str(tmp_path), "a"],
+                            cwd=REPO_ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout.readline().strip() == "paused open"
+        live = readers.live_readers(tmp_path, "a")
+        assert [x["idle"] for x in live] == [False]
+        ok, why = evict.evict_cache(tmp_path, "a", lease_s=120)
+        assert not ok and not why.lingering and "closing" not in why
+        os.kill(proc.pid, signal.SIGCONT)
+        assert proc.stdout.readline().strip() == "paused closed"
+        live = readers.live_readers(tmp_path, "a")
+        assert [x["idle"] for x in live] == [True]            # still live: evictions keep the cache
+        ok, why = evict.evict_cache(tmp_path, "a", lease_s=120)
+        assert not ok and why.lingering and "closing" in why
+    finally:
+        os.kill(proc.pid, signal.SIGCONT)
+        proc.wait(timeout=60)
+    assert cache_marker(Cache(tmp_path, "a")) == 1

@@ -10,6 +10,8 @@ repository root; see REPO_ENV in storehelp).
   writer_proc.py evict-pause ROOT NAME    evict the cache, SIGSTOPping itself once the version is out
                                           and its second look is done (before its lock's release);
                                           once continued, print the outcome as JSON and exit
+  writer_proc.py read-pause ROOT NAME     open a snapshot, print "open", SIGSTOP; once continued close
+                                          it, print "closed", SIGSTOP (its lease lingers); then exit
   writer_proc.py release ROOT NAME STEPS  take the writer lock and release it, SIGSTOPping itself
                                           at each of STEPS ("+"-joined, see release_paused); once
                                           continued, print the outcome as JSON and exit
@@ -162,6 +164,11 @@ def main(argv):
         print(json.dumps({"evicted": ok, "why": why}), flush=True)
     elif cmd == "release":
         release_paused(cache, argv[3])
+    elif cmd == "read-pause":
+        snap = cache.snapshot()
+        _stop_self("open")
+        snap.close()
+        _stop_self("closed")
     elif cmd == "hold":
         lock = cache.writer_lock(argv[3])
         lock.heartbeat_s = 0.2
