@@ -11,6 +11,7 @@ import os
 import shutil
 import sys
 import threading
+import time
 from pathlib import Path
 
 import torch
@@ -19,6 +20,21 @@ from reuse_backend.storage import fsops
 from reuse_backend.store import Cache, RunInfo
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
+
+
+def continue_stopped(pid: int, bound_s: float = 60.0) -> None:
+    """SIGCONT a child that announced it stops itself, once it really is stopped: it prints
+    "paused ..." and then sends itself SIGSTOP, so a SIGCONT sent right after reading the line
+    could arrive first and leave it stopped for good. Waits for the state in /proc (bounded)."""
+    import signal
+    deadline = time.monotonic() + bound_s
+    while True:
+        with open(f"/proc/{pid}/stat") as f:
+            state = f.read().rsplit(")", 1)[1].split()[0]
+        if state in ("T", "t") or time.monotonic() > deadline:
+            break
+        time.sleep(0.01)
+    os.kill(pid, signal.SIGCONT)
 
 
 def writer_proc(*args) -> list[str]:

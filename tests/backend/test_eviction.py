@@ -20,7 +20,8 @@ import uuid
 import pytest
 import torch
 
-from tests.backend.storehelp import REPO_ROOT, OpHook, cache_marker, copy_root, entries, snapshot_marker, write_version
+from tests.backend.storehelp import (REPO_ROOT, OpHook, cache_marker, continue_stopped, copy_root, entries,
+                                     snapshot_marker, write_version)
 from reuse_backend.cli import main as cli
 from reuse_backend.errors import InvalidRequestError, StorageFullError
 from reuse_backend.store import Cache, RunInfo, evict, readers, usage
@@ -608,7 +609,7 @@ def test_a_reader_of_a_cache_removed_while_it_opens_it_says_so(tmp_path):
         assert "auto" in ei.value.fix
         d = decide_slot(None, cache_name="d", slot="text", key=key, mode="auto", gone=cache.gone)
         assert d.action == "encode" and "removed while being read" in d.reason
-        os.kill(proc.pid, signal.SIGCONT)
+        continue_stopped(proc.pid)
         out, err = proc.communicate(timeout=120)
         assert json.loads(out.strip().splitlines()[-1])["evicted"] is True, err[-2000:]
     finally:
@@ -658,13 +659,14 @@ def test_a_lingering_lease_of_another_process_is_told_from_an_open_reader(tmp_pa
         assert [x["idle"] for x in live] == [False]
         ok, why = evict.evict_cache(tmp_path, "a", lease_s=120)
         assert not ok and not why.lingering and "closing" not in why
-        os.kill(proc.pid, signal.SIGCONT)
+        continue_stopped(proc.pid)
         assert proc.stdout.readline().strip() == "paused closed"
         live = readers.live_readers(tmp_path, "a")
         assert [x["idle"] for x in live] == [True]            # still live: evictions keep the cache
         ok, why = evict.evict_cache(tmp_path, "a", lease_s=120)
         assert not ok and why.lingering and "closing" in why
     finally:
-        os.kill(proc.pid, signal.SIGCONT)
-        proc.wait(timeout=60)
+        if proc.poll() is None:
+            continue_stopped(proc.pid)
+            proc.wait(timeout=60)
     assert cache_marker(Cache(tmp_path, "a")) == 1

@@ -23,8 +23,8 @@ from reuse_backend.errors import CacheBusyError
 from reuse_backend.media import video
 from reuse_backend.store import Cache, RunInfo
 from reuse_backend.store.check import check
-from tests.backend.storehelp import (REPO_ROOT, boundary_value, cache_marker, result_bytes, slot_value,
-                                     write_version, writer_proc)
+from tests.backend.storehelp import (REPO_ROOT, boundary_value, cache_marker, continue_stopped, result_bytes,
+                                     slot_value, write_version, writer_proc)
 
 LEASE_S = 1.0
 
@@ -139,12 +139,12 @@ def test_release_paused_at_any_step_never_removes_the_next_owners_lock(tmp_path,
                 time.sleep(0.2)
         ino, content = os.stat(path).st_ino, path.read_bytes()
         assert json.loads(content)["run_id"] == "new-owner" and b.held()
-        os.kill(proc.pid, signal.SIGCONT)
+        continue_stopped(proc.pid)
         if len(wanted) > 1:
             line = proc.stdout.readline().strip()
             assert line == f"paused {wanted[1]}", line
             assert not path.exists() and not b.held()     # the window, until the put-back
-            os.kill(proc.pid, signal.SIGCONT)
+            continue_stopped(proc.pid)
         out, err = proc.communicate(timeout=120)
         outcome = json.loads(out.strip().splitlines()[-1])
         assert outcome["result"] == "released", (outcome, err[-2000:])
