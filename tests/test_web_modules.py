@@ -94,3 +94,58 @@ def test_badges_go_through_the_node_badge_api():
     for p in JS:
         if p.name != "badges.js":
             assert "drawBadge" not in _code(p.read_text()), p
+
+
+IMPORT = re.compile(r"""\b(?:import|export)\b[^;"']*?\bfrom\s*["']([^"']+)["']|\bimport\s*\(?\s*["']([^"']+)["']""")
+
+
+def _imports(p: Path) -> set[Path]:
+    """The web/ modules that module `p` imports (static, re-export and dynamic imports of a
+    relative path; the host's ../../scripts/ modules are outside web/ and left out)."""
+    out = set()
+    for m in IMPORT.finditer(_code(p.read_text())):
+        spec = m.group(1) or m.group(2)
+        if spec.startswith("."):
+            target = (p.parent / spec).resolve()
+            if WEB in target.parents:
+                out.add(target)
+    return out
+
+
+def _cycles(graph: dict[Path, set[Path]]) -> list[list[Path]]:
+    """The import cycles a depth-first search closes (one per back edge; none if and only if the
+    graph has no cycle), each as the modules along it, the first repeated at the end."""
+    found, colour, stack = [], {}, []
+
+    def visit(n):
+        colour[n] = "grey"
+        stack.append(n)
+        for m in sorted(graph.get(n, ())):
+            if colour.get(m) == "grey":
+                found.append(stack[stack.index(m):] + [m])
+            elif m not in colour:
+                visit(m)
+        stack.pop()
+        colour[n] = "black"
+
+    for n in sorted(graph):
+        if n not in colour:
+            visit(n)
+    return found
+
+
+def test_no_import_cycles_among_the_modules():
+    """ES modules in a circle evaluate in an order that depends on which one the host imports
+    first (ComfyUI imports every .js under web/): no module of web/ may reach itself by imports."""
+    graph = {p.resolve(): _imports(p) for p in JS}
+    missing = {str(t.relative_to(WEB)) for ts in graph.values() for t in ts if not t.is_file()}
+    assert not missing, f"imports of modules that do not exist: {sorted(missing)}"
+    assert graph[ENTRY.resolve()], "the entry module imports its submodules"
+    cycles = [" -> ".join(str(p.relative_to(WEB)) for p in c) for c in _cycles(graph)]
+    assert not cycles, "import cycles among web/ modules:\n" + "\n".join(cycles)
+
+
+def test_the_cycle_finder_finds_a_cycle():
+    a, b, c = Path("/a.js"), Path("/b.js"), Path("/c.js")
+    assert _cycles({a: {b}, b: {c}, c: {a}}) == [[a, b, c, a]]
+    assert _cycles({a: {b}, b: {c}, c: set()}) == []

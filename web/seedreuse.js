@@ -25,12 +25,12 @@ import { EXT_NAME, NS, START_TYPE, bindHost, chain, guard, isPackType, isReuseTy
   from "./seedreuse/core.js";
 import { attachBadges, clearBadge } from "./seedreuse/badges.js";
 import { notifyChange, onGraphConfigured, onHostChange, onNodeCreated } from "./seedreuse/changes.js";
-import { scheduleCheck } from "./seedreuse/dry_run_client.js";
+import { onCheckAnswer, scheduleCheck } from "./seedreuse/dry_run_client.js";
 import { installApi } from "./seedreuse/inspect.js";
 import { ensureStylesheet } from "./seedreuse/palette.js";
 import { noteQueued, onExecutionEnd, onExecutionError, onExecutionStart, onMergeEvent, onSegmentsEvent,
   onSlotEvent } from "./seedreuse/run_events.js";
-import { addTimeline, refreshTimelineOnDraw, renderTimeline } from "./seedreuse/timeline.js";
+import { addTimeline, refreshTimelineOnDraw, renderAllTimelines, renderTimeline } from "./seedreuse/timeline.js";
 import { wrapQueue } from "./seedreuse/toasts.js";
 import { instrumentMenuItems } from "./seedreuse/instrument.js";
 import { installCacheBrowser } from "./seedreuse/cache_browser.js";
@@ -126,6 +126,7 @@ const extension = {
     }
     NS.registered = true;
     bindHost(app, api);
+    onCheckAnswer(renderAllTimelines); // each dry-run answer redraws the segment timelines
     installApi(NS);
     window.__seedreuse = NS;
     app.registerExtension(extension);

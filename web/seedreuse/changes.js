@@ -9,7 +9,8 @@
 import { NS, TIMELINE_WIDGET, guard, isPackType, noteError, state, typeOf } from "./core.js";
 import { publishBadges } from "./badges.js";
 import { CHECK_DEBOUNCE_MS, cancelCheck, scheduleCheck } from "./dry_run_client.js";
-import { allGraphs, hasReuseNodes, nodesOf, redraw } from "./graph.js";
+import { hasReuseNodes, redraw } from "./graph.js";
+import { graphSignature as signatureOf } from "./signature.js";
 
 const HOOKED = "__seedreuseHook";
 let queued = false;
@@ -54,29 +55,12 @@ function watchGraph(g) {
   };
 }
 
-// A cheap synchronous fingerprint of everything that can change the API prompt. Watches every
-// node and widget it visits (the graph has reuse nodes when this runs).
+// The graph signature (signature.js), hooking every node, widget and graph it visits (the graph
+// has reuse nodes when this runs).
+const WATCH = { graph: watchGraph, node: watchNode, widget: watchWidget };
+
 export function graphSignature() {
-  NS.work.signatures++;
-  const parts = [];
-  for (const g of allGraphs()) {
-    watchGraph(g);
-    for (const n of nodesOf(g)) {
-      watchNode(n);
-      const w = (n.widgets || []).filter((x) => x.name !== TIMELINE_WIDGET).map((x) => {
-        watchWidget(x);
-        const v = x.value;
-        return typeof v === "object" && v !== null ? "" : v;
-      });
-      const ins = (n.inputs || []).map((x) => x.link);
-      parts.push([n.id, n.type, n.mode, w, ins]);
-    }
-  }
-  try {
-    return JSON.stringify(parts);
-  } catch (_) {
-    return String(Math.random());
-  }
+  return signatureOf(WATCH);
 }
 
 function deactivate() {

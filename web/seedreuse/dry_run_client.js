@@ -5,10 +5,27 @@ import { NS, host, isReuseType, noteError, state } from "./core.js";
 import { publishBadges } from "./badges.js";
 import { responseError } from "./errors.js";
 import { redraw, reuseNodes } from "./graph.js";
-import { graphSignature } from "./changes.js";
-import { renderAllTimelines } from "./timeline.js";
+import { graphSignature } from "./signature.js";
 
 export const CHECK_DEBOUNCE_MS = 1500;
+
+// Called after each dry-run answer (the entry module adds the timelines' re-render): a callback,
+// so this module imports none of the modules that schedule checks (no import cycle).
+const answerListeners = [];
+
+export function onCheckAnswer(fn) {
+  if (typeof fn === "function" && !answerListeners.includes(fn)) answerListeners.push(fn);
+}
+
+function answered() {
+  for (const fn of answerListeners) {
+    try {
+      fn();
+    } catch (e) {
+      noteError("check answer listener", e);
+    }
+  }
+}
 
 export function cancelCheck() {
   if (state.pendingCheck) clearTimeout(state.pendingCheck);
@@ -74,7 +91,7 @@ export async function runCheck() {
     if (sentAt >= state.runEndedAt) state.dryStale = false; // asked after the last run ended
     NS.checks = (NS.checks || 0) + 1;
     publishBadges();
-    renderAllTimelines();
+    answered();
     redraw();
   } finally {
     state.inFlight = false;
