@@ -15,10 +15,12 @@ from collections import Counter
 
 from . import node_types as nt
 from .analysis import FlatNode
+from .placement import TITLE_H, Canvas, node_box
 from .ui_graph import SUBGRAPH_IN, Ctx, Resolver, Workflow, _link, computing_nodes
 
 SESSION_INPUT = "seedreuse_session"
 WRAP_SIZE = [340.0, 100.0]
+SESSION_SIZE = [340.0, 130.0]
 
 
 def _declared(info: dict | None, class_type: str) -> list:
@@ -115,6 +117,12 @@ class Editor:
         self.ctx_of = {ctx.graph.id: ctx for ctx in ctxs}     # single-use graphs only are edited
         self.sources: dict = {}
         self.session = {"node": None, "created": False, "threaded_into": []}
+        self.canvases: dict = {}                              # graph id -> its free space (placement.py)
+
+    def canvas(self, g) -> Canvas:
+        if g.id not in self.canvases:
+            self.canvases[g.id] = Canvas(g.doc)
+        return self.canvases[g.id]
 
     # ------------------------------------------------------------ links
     def add_link(self, g, origin, oslot: int, target, tslot: int, typ) -> int:
@@ -164,13 +172,11 @@ class Editor:
         return src
 
     def _new_session(self, g) -> int:
-        xs = [n.get("pos", [0, 0])[0] for n in g.nodes.values() if isinstance(n.get("pos"), list) and n["pos"]]
-        ys = [n.get("pos", [0, 0])[1] for n in g.nodes.values() if isinstance(n.get("pos"), list) and len(n["pos"]) > 1]
         nid = self.ids.new_node()
         widget = [{"localized_name": k, "name": k, "type": t, "widget": {"name": k}, "link": None}
                   for k, t in (("cache_name", "STRING"), ("reuse", "COMBO"), ("reuse_prefix_segments", "INT"))]
-        self.add_node(g, {"id": nid, "type": nt.SESSION, "pos": [min(xs, default=0.0), min(ys, default=0.0) - 200.0],
-                          "size": [340.0, 130.0], "flags": {}, "mode": 0, "inputs": widget,
+        self.add_node(g, {"id": nid, "type": nt.SESSION, "pos": self.canvas(g).above(SESSION_SIZE),
+                          "size": list(SESSION_SIZE), "flags": {}, "mode": 0, "inputs": widget,
                           "outputs": [{"localized_name": "session", "name": "session", "type": nt.SESSION_TYPE,
                                        "links": []}],
                           "title": "SeedReuse Session", "properties": {"Node name for S&R": nt.SESSION},
@@ -203,10 +209,10 @@ class Editor:
         sess = self.session_source(gid)
         moved = [lk for lk in g.links.values() if lk.origin_id == pid and lk.origin_slot == w.slot]
         nid = self.ids.new_node()
-        pos = prod.get("pos") if isinstance(prod.get("pos"), list) and len(prod["pos"]) > 1 else [0.0, 0.0]
-        size = prod.get("size") if isinstance(prod.get("size"), list) and prod["size"] else [300.0]
+        box = node_box(prod) or (0.0, 0.0, 300.0, 0.0)           # right of its producer, on free canvas
+        want = (box[0] + box[2] + 40.0, box[1] + TITLE_H + 120.0 * k)
         self.add_node(g, {
-            "id": nid, "type": w.variant, "pos": [pos[0] + size[0] + 40.0, pos[1] + 120.0 * k],
+            "id": nid, "type": w.variant, "pos": self.canvas(g).place(*want, WRAP_SIZE),
             "size": list(WRAP_SIZE), "flags": {}, "mode": 0,
             "inputs": [{"localized_name": "session", "name": "session", "type": nt.SESSION_TYPE, "link": None},
                        {"localized_name": "value", "name": "value", "type": w.type, "link": None},

@@ -259,6 +259,44 @@ def test_official_templates_are_idempotent_and_wrap_the_widest_point(name):
     assert len(slots) == len(set(slots))
 
 
+def _boxes(doc: dict) -> dict:
+    """id -> (x, y, w, h) of each node with its 30 px title bar, and ('group', i) -> each group's
+    title bar, of one graph (the root or a subgraph definition)."""
+    out = {n["id"]: (n["pos"][0], n["pos"][1] - 30, n["size"][0], n["size"][1] + 30) for n in doc["nodes"]}
+    for i, g in enumerate(doc.get("groups") or []):
+        x, y, w, _ = g["bounding"]
+        out[("group", i)] = (x, y, w, 34)
+    return out
+
+
+def _overlaps(a, b) -> bool:
+    return a[0] < b[0] + b[2] and b[0] < a[0] + a[2] and a[1] < b[1] + b[3] and b[1] < a[1] + a[3]
+
+
+@pytest.mark.parametrize("name", TEMPLATES)
+def test_added_nodes_land_on_free_canvas(name):
+    """The Session and the wrappers overlap no node of the template (a wrapper dropped on the
+    sampler hid its widgets), no other added node and no group's title bar."""
+    import importlib.resources
+
+    import comfyui_workflow_templates_json as pkg       # requirements-test.txt
+    doc = json.loads((importlib.resources.files(pkg) / "templates" / f"{name}.json").read_text(encoding="utf-8"))
+    new, rep = instrument(doc, name_hint=name)
+    assert rep["changed"]
+    graphs = [(doc, new)] + list(zip((doc.get("definitions") or {}).get("subgraphs") or [],
+                                     (new.get("definitions") or {}).get("subgraphs") or []))
+    added_somewhere = 0
+    for old_g, new_g in graphs:
+        old_ids = {n["id"] for n in old_g["nodes"]}
+        boxes = _boxes(new_g)
+        added = [i for i in boxes if not isinstance(i, tuple) and i not in old_ids]
+        added_somewhere += len(added)
+        for a in added:
+            hit = [o for o in boxes if o != a and _overlaps(boxes[a], boxes[o])]
+            assert not hit, (name, a, boxes[a], [(o, boxes[o]) for o in hit])
+    assert added_somewhere == len(rep["wrapped"]) + (1 if rep["session"]["created"] else 0)
+
+
 @pytest.mark.parametrize("doc, kind", [
     ("not a workflow", InvalidRequestError),
     ({"nodes": "x"}, InvalidRequestError),
