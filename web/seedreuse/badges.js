@@ -22,6 +22,7 @@ import { NS, host, fmtSeconds, short, state, typeOf } from "./core.js";
 import { errorTitle } from "./errors.js";
 import { keyOf, reuseNodes } from "./graph.js";
 import { toneColors } from "./palette.js";
+import { fitRow, hostBadgesWidth } from "./badge_fit.js";
 
 export const RUNNING_TEXT = "running…";
 export const CHECKING_TEXT = "checking…";
@@ -234,7 +235,11 @@ export function attachBadges(node) {
       const vue = !!(window.LiteGraph && window.LiteGraph.vueNodesMode);
       const line = badge.seedreuseLine || "";
       if (!vue) {
-        badge.text = line ? short(line, MAX_BADGE_CHARS) : "";
+        // the canvas row: all our lines fitted together into what the host's badges leave
+        const own = node[BADGES];
+        if (i === 0 || !own.fitted) own.fitted = fitCanvasRow(node, own);
+        badge.text = own.fitted[i] || "";
+        badge["data-seedreuse-fit"] = undefined;
       } else {
         if (!vuePlacement) schedulePlacement();
         if (vuePlacement === "header") {
@@ -242,8 +247,10 @@ export function attachBadges(node) {
           badge.text = i === 0 && line ? compactLine(line) : "";
           badge.title = i === 0 ? badge.seedreuseAll || line : "";
         } else {
+          // a row of its own: seedreuse.css lets these elements shrink to the node's width
           badge.text = line ? short(line, MAX_VUE_BADGE_CHARS) : "";
           badge.title = line;
+          badge["data-seedreuse-fit"] = "row";
         }
       }
       const t = palette(badge.seedreuseTone);
@@ -258,6 +265,13 @@ export function attachBadges(node) {
   if (!Array.isArray(node.badges)) node.badges = [];
   node.badges.push(...fns);
   updateNodeBadges(node);
+}
+
+// The texts of our entries on the canvas, within the node's width beside the host's badges.
+function fitCanvasRow(node, own) {
+  const lines = own.entries.map((b) => (b.seedreuseLine ? short(b.seedreuseLine, MAX_BADGE_CHARS) : ""));
+  const width = Array.isArray(node.size) ? node.size[0] : node.width || 0;
+  return fitRow(own.entries, lines, width, hostBadgesWidth(node, own.fns));
 }
 
 function palette(tone) {
