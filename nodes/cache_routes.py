@@ -33,6 +33,7 @@ from aiohttp import web
 
 from ..reuse_backend.errors import (CacheBusyError, InvalidRequestError, NoCommittedCacheError, ReuseError,
                                    UnknownUserError)
+from ..reuse_backend.media import segment_takes
 from ..reuse_backend.store import Cache, list_caches, roots, take_index, usage
 from ..reuse_backend.store.cache import default_lease_s
 from ..reuse_backend.store.check import check as check_cache
@@ -80,7 +81,7 @@ def _takes(m: dict) -> list[dict] | None:
         return None
     out = []
     for r in recs:
-        s = r["segments"]
+        s = segment_takes.section_of(m, r)      # the latest take's is sections.segments
         out.append({"take": r["take"], "result": r["result"], "seed": s.get("seed"), "frames": s.get("frames"),
                     "segments": (s.get("spec") or {}).get("S") if isinstance(s.get("spec"), dict) else None,
                     "source_take": s.get("source_take"), "bytes": m["files"].get(r["result"], {}).get("bytes")})

@@ -23,6 +23,7 @@ from aiohttp import web
 from ..reuse_backend.store import roots
 from ..reuse_backend.errors import InvalidRequestError, ReuseError, UnknownUserError
 from ..reuse_backend.keys.graph_key import is_link, number_problem
+from ..reuse_backend.media import segment_takes
 from ..reuse_backend.store import Cache, committed_caches
 from . import host
 from .dry_run import MAX_BODY_BYTES, PREFIX, RequestTooLargeError, Schemas, dry_run
@@ -37,6 +38,13 @@ def _error(e: Exception, status: int = 400):
         status = users.UNKNOWN_USER_STATUS
     body = e.to_dict() if isinstance(e, ReuseError) else {"type": type(e).__name__, "message": str(e)}
     return web.json_response({"error": body}, status=status)
+
+
+def _take_summary(m: dict, t: dict) -> dict:
+    sec = segment_takes.section_of(m, t)        # the latest take's section is sections.segments
+    return {"take": t.get("take"), "result": t.get("result"),
+            "boundaries": sorted(int(i) for i in (t.get("boundaries") or {})),
+            **{k: sec.get(k) for k in ("seed", "frames", "source_take")}, "segments": (sec.get("spec") or {}).get("S")}
 
 
 def summarize(snapshot) -> dict:
@@ -56,11 +64,7 @@ def summarize(snapshot) -> dict:
         sections["segments"] = seg
     takes = (sections.get("takes") or {}).get("takes")
     if isinstance(takes, list):    # the kept takes, newest first (their keys: GET the manifest via the CLI)
-        sections["takes"] = [{"take": t.get("take"), "result": t.get("result"),
-                              "boundaries": sorted(int(i) for i in (t.get("boundaries") or {})),
-                              **{k: (t.get("segments") or {}).get(k) for k in ("seed", "frames", "source_take")},
-                              "segments": ((t.get("segments") or {}).get("spec") or {}).get("S")}
-                             for t in takes if isinstance(t, dict)]
+        sections["takes"] = [_take_summary(m, t) for t in takes if isinstance(t, dict)]
     return {"name": m["name"], "version": m["version"], "created_at": m["created_at"], "run": m["run"],
             "slots": slots, "boundaries": sorted(int(i) for i in (m.get("boundaries") or {})),
             "sections": sections, "files": files, "total_bytes": sum(f["bytes"] for f in files.values())}

@@ -98,6 +98,24 @@ def test_list_shows_sizes_last_use_slots_segments_takes_and_run(env):
     assert budget["free"] > 0 and budget["capacity"] >= budget["free"]
 
 
+def test_every_kept_take_carries_its_seed_frames_and_segments(env):
+    """The latest take's record points at the version's segment section (stored once): both
+    routes read seed, frames and segments from there, as the older takes' from their records."""
+    w, root, seg = env["w"], env["root"], env["seg"]
+    m = json.loads((root / seg / "manifest.json").read_text())
+    latest = m["sections"]["segments"]
+    assert latest["seed"] is not None and latest["frames"] == 13 and latest["spec"]["S"] == 3, latest
+    want = [(2, latest["seed"], 13, 3), (1, m["sections"]["takes"]["takes"][1]["segments"]["seed"], 13, 3)]
+    assert want[0][1] != want[1][1], want
+    listed = rows(w)[seg]["takes"]                         # GET /seedreuse/browser (the cache browser)
+    assert [(t["take"], t["seed"], t["frames"], t["segments"]) for t in listed] == want, listed
+    assert listed[1]["source_take"] is None and listed[0]["source_take"] == 1, listed
+    summary = w.get_json(f"/seedreuse/caches/{seg}")       # GET /seedreuse/caches/{name}
+    takes = summary["sections"]["takes"]
+    assert [(t["take"], t["seed"], t["frames"], t["segments"]) for t in takes] == want, takes
+    assert takes[0]["source_take"] == 1, takes
+
+
 def test_result_streams_the_exact_bytes(env):
     w, root, seg, enc = env["w"], env["root"], env["seg"], env["enc"]
     want = (root / seg / "result.mp4").read_bytes()

@@ -65,6 +65,15 @@ class Take:
                 "boundaries": {str(i): f for i, f in sorted(self.boundaries.items())}}
 
 
+def section_of(m: dict, rec: dict) -> dict:
+    """A take record's segment section: the latest take's is the version's ``sections.segments``
+    (stored once; its record says IN_SECTION), an older take's is in its record."""
+    seg = rec.get("segments")
+    if seg == IN_SECTION:
+        seg = (m.get("sections") or {}).get(SECTION)
+    return seg if isinstance(seg, dict) else {}
+
+
 def read_takes(base) -> list[Take]:
     """The takes of a committed version, newest first ([] when it holds no segment run)."""
     if base is None:
@@ -73,8 +82,7 @@ def read_takes(base) -> list[Take]:
     recs = take_index.records(m)
     if recs is not None:   # the latest take's section is the version's segment section (stored once)
         takes = [Take(r["take"], r["result"], {int(i): f for i, f in r["boundaries"].items()},
-                      (m["sections"].get(SECTION) or {}) if r["segments"] == IN_SECTION else r["segments"],
-                      latest=(n == 0)) for n, r in enumerate(recs)]
+                      section_of(m, r), latest=(n == 0)) for n, r in enumerate(recs)]
         damaged = getattr(base, "damaged", None) or {}
         for t in takes:      # a damaged file of an older take disables that take alone (reader.py)
             bad = [f for f in [t.result, *t.boundaries.values()] if f in damaged]
