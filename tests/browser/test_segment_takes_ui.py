@@ -5,12 +5,16 @@ A real worker makes three takes of one segment cache (3 segments each, seeds 1, 
 was made with the per-segment prompts of the graph the canvas then opens, takes 2 and 3 with
 another line for segment 1. In the canvas:
 
+* the Segment Loop Start is as tall with three kept takes as with one (and after a refusal's note
+  and a fourth take): the take list has fixed rows and scrolls, so a take never grows the node
+  over what lies below it;
 * the picker lists the three kept takes (newest first) with their seeds, "latest" on take 3,
   which is picked; its segments are coloured by their validity for this graph (segment 0 valid,
   1 and 2 invalid, naming the segment prompt), and a click on segment 2 (N = 2, beyond take 3's
   longest valid prefix 1) is refused with that reason, reuse_prefix_segments unchanged;
-* picking take 1 (the oldest) adds and sets the Session's from_take widget to 1, the dry run
-  re-runs (its answer says from_take 1), the timeline shows take 1's segments, all valid;
+* picking take 1 (the oldest) adds and sets the Session's from_take widget to 1 and marks the
+  workflow changed through the change tracker's current API (captureCanvasState where the
+  frontend has it, never the deprecated checkState there), the dry run re-runs (its answer says from_take 1), the timeline shows take 1's segments, all valid;
 * clicking segment 2 sets reuse_prefix_segments = 2; "longest valid" sets -1, which the dry run
   resolves to 2;
 * the queued prompt resumes from take 1: its seedreuse.segments event names source take 1, kept
@@ -45,6 +49,23 @@ SAME = "a head\na smiling head"             # the canvas graph's per-segment pro
 OTHER = "a head\na head"                    # takes 2 and 3: segment 1 onwards differs
 START = SEG.START
 TL = f'.seedreuse-timeline[data-seedreuse-node="{START}"]'
+
+# Records who calls the workflow change tracker: checkState() (deprecated where
+# captureCanvasState() exists: 1.49.6 and 1.58.1 warn on it) and captureCanvasState().
+TRACKER_SPY = """() => {
+  const CT = window.comfyAPI && window.comfyAPI.changeTracker && window.comfyAPI.changeTracker.ChangeTracker;
+  if (!CT) return null;
+  window.__trackerCalls = [];
+  for (const name of ['checkState', 'captureCanvasState']) {
+    const original = CT.prototype[name];
+    if (typeof original !== 'function') continue;
+    CT.prototype[name] = function (...args) {
+      window.__trackerCalls.push({ name, stack: String(new Error().stack || '') });
+      return original.apply(this, args);
+    };
+  }
+  return typeof CT.prototype.captureCanvasState === 'function';
+}"""
 
 
 def P(n: int) -> int:
@@ -82,6 +103,7 @@ def takes(ui_worker):
         r = w.run(seg_prompt(seed, cache, prompts)).raise_for_status()
         results[seed] = frames_of(w, r.outputs)
     assert not np.array_equal(results[1][:P(1)], results[3][:P(1)])   # the seeds made different takes
+    w.run(seg_prompt(1, cache + "_one", SAME)).raise_for_status()       # a cache with one take
     return cache, results
 
 
@@ -102,6 +124,11 @@ class Page:
         self.page.goto(worker.url + "/", wait_until="domcontentloaded")
         self.page.wait_for_function("window.__seedreuse && window.__seedreuse.ready === true", timeout=60_000)
         self.page.wait_for_function(f"!!({APP} && {APP}.graph && {APP}.canvas)", timeout=30_000)
+        self.has_capture = self.js(TRACKER_SPY)
+
+    def tracker_calls(self) -> list[str]:
+        """The change-tracker methods the pack's modules called."""
+        return [c["name"] for c in self.js("() => window.__trackerCalls || []") if "/seedreuse/" in c["stack"]]
 
     def js(self, expr: str, arg=None):
         return self.page.evaluate(expr, arg)
@@ -140,6 +167,12 @@ class Page:
             : +b.dataset.seedreusePrefixFrames, disabled: b.classList.contains('seedreuse-disabled'),
             kept: b.classList.contains('seedreuse-kept'), reason: b.dataset.seedreuseReason || null }}))""")
 
+    def heights(self) -> dict:
+        """The Segment Loop Start's height (graph units) and its timeline's (CSS px, unscaled)."""
+        return self.js(f"""() => ({{ node: Math.round({APP}.graph.getNodeById({START}).size[1]),
+            timeline: document.querySelector('{TL}')?.offsetHeight ?? null,
+            takes: document.querySelector('{TL} .seedreuse-takes')?.offsetHeight ?? null }})""")
+
     def root(self) -> dict:
         return self.js(f"() => ({{ ...document.querySelector('{TL}').dataset }})")
 
@@ -160,10 +193,22 @@ def test_take_picker_resumes_from_the_picked_take(browser, ui_worker, takes, bro
     cache, take_frames = takes
     ui = Page(browser, ui_worker)
     try:
+        # the same graph on a cache with one take: the node's height with one take row
+        ui.js(f"async ([p, n]) => {{ await {APP}.loadApiJson(p, n); }}",
+              [seg_prompt(4, cache + "_one", SAME), "seedreuse_takes_ui_one"])
+        ui.set_widget(START, "control_after_generate", "fixed")
+        ui.wait(f"() => document.querySelectorAll('{TL} .seedreuse-take').length === 1", "1 take row", 60)
+        ui.page.wait_for_timeout(300)
+        before = ui.heights()
+        assert before["timeline"] and before["takes"], before
+
         ui.js(f"async ([p, n]) => {{ await {APP}.loadApiJson(p, n); }}",
               [seg_prompt(4, cache, SAME), "seedreuse_takes_ui"])
         ui.set_widget(START, "control_after_generate", "fixed")
         ui.wait(f"() => document.querySelectorAll('{TL} .seedreuse-take').length === 3", "3 take rows", 60)
+        ui.page.wait_for_timeout(300)
+        # three kept takes do not grow the node over one (the take list has fixed rows, it scrolls)
+        assert ui.heights() == before, (ui.heights(), before)
         ui.center()
 
         # the kept takes, newest first, with their seeds; the latest (take 3) is picked
@@ -192,6 +237,10 @@ def test_take_picker_resumes_from_the_picked_take(browser, ui_worker, takes, bro
         ui.page.locator(f'{TL} [data-seedreuse-take="1"]').click()
         assert ui.widget(SESSION, "from_take") == 1
         assert ui.root()["seedreuseTake"] == "1" and ui.root()["seedreuseFromTake"] == "1"
+        # the pick marked the workflow changed through the tracker's current API where it has one
+        assert ui.has_capture is not None, "the frontend exposes no ChangeTracker (comfyAPI.changeTracker)"
+        calls = ui.tracker_calls()
+        assert calls and set(calls) == {"captureCanvasState" if ui.has_capture else "checkState"}, calls
         assert [r["picked"] for r in ui.rows()] == [False, False, True]
         b = ui.blocks()
         assert [x["state"] for x in b] == ["valid", "valid", "valid"] and not any(x["disabled"] for x in b), b
@@ -240,6 +289,7 @@ def test_take_picker_resumes_from_the_picked_take(browser, ui_worker, takes, bro
         ui.wait(f"() => [...document.querySelectorAll('{TL} .seedreuse-take')].map((r) => r.dataset.seedreuseTake)"
                 ".join() === '4,3,2'", "the takes after the run", 60)
         assert "keeps no take 1" in ui.text(".seedreuse-take-missing")
+        assert ui.heights() == before, (ui.heights(), before)    # nor does a fourth take
         ui.center()
         ui.page.screenshot(path=str(browser_artifacts / "takes_resumed.png"))
 

@@ -6,6 +6,23 @@ export function graph() {
   return app ? app.rootGraph || app.graph : null;
 }
 
+// The active workflow of the frontend's workflow store (null on a frontend without one).
+export function activeWorkflow() {
+  const wf = host.app && host.app.extensionManager && host.app.extensionManager.workflow;
+  return (wf && wf.activeWorkflow) || null;
+}
+
+// Records the graph as it is now in the active workflow's change tracker (the unsaved-changes
+// marker, undo history). captureCanvasState() is the current API (1.49.6, 1.58.1: checkState()
+// there only warns that it is deprecated, then calls it); older frontends (1.32.9) have
+// checkState() only.
+export function captureWorkflowState() {
+  const w = activeWorkflow();
+  const ct = w && w.changeTracker;
+  if (ct && typeof ct.captureCanvasState === "function") ct.captureCanvasState();
+  else if (ct && typeof ct.checkState === "function") ct.checkState();
+}
+
 export function allGraphs() {
   const g = graph();
   if (!g) return [];

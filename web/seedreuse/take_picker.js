@@ -8,7 +8,7 @@
 // the widget comes back from them after a reload. A linked from_take socket wins over the widget:
 // the picker is then disabled, saying so. Only exports.
 import { host, guard, noteError, short } from "./core.js";
-import { graph, widgetOf } from "./graph.js";
+import { captureWorkflowState, graph, widgetOf } from "./graph.js";
 
 export const FROM_TAKE = "from_take";
 export const TAKE_PROPERTY = "seedreuse_from_take";
@@ -37,9 +37,7 @@ export function markDirty() {
   try {
     const g = graph();
     if (g && g.change) g.change();
-    const wf = host.app.extensionManager && host.app.extensionManager.workflow;
-    const ct = wf && wf.activeWorkflow && wf.activeWorkflow.changeTracker;
-    if (ct && ct.checkState) ct.checkState();
+    captureWorkflowState();
   } catch (e) {
     noteError("mark dirty", e);
   }
@@ -148,7 +146,13 @@ function rowTitle(t, m, effN) {
 // Draws the rows into `box`; onPick(take report) when a row is clicked.
 export function renderTakePicker(box, m, effN, onPick) {
   box.textContent = "";
-  box.hidden = !m.takes.length;
+  if (!m.takes.length && !m.missing) {
+    // the list keeps its height before the first take (the node does not grow when one is kept)
+    const none = document.createElement("div");
+    none.className = "seedreuse-take-none";
+    none.textContent = "no kept take yet: each run keeps one to resume from";
+    box.appendChild(none);
+  }
   for (const t of m.takes) {
     const row = document.createElement("button");
     row.type = "button";
@@ -195,7 +199,6 @@ function prefixLine(m) {
 export function makeActions(onLongest) {
   const actions = document.createElement("div");
   actions.className = "seedreuse-timeline-actions";
-  actions.hidden = true;
   const prefix = document.createElement("div");
   prefix.className = "seedreuse-prefix-line";
   const longest = document.createElement("button");
@@ -214,7 +217,6 @@ export function makeActions(onLongest) {
 // tl: the timeline's elements; m: timeline.js timelineModel.
 export function renderActions(tl, m) {
   const has = !!m.take && m.S > 0;
-  tl.actions.hidden = !m.takes.takes.length;
   [tl.prefixLine.textContent, tl.prefixLine.title] = prefixLine(m);
   tl.prefixLine.dataset.seedreusePrefixFrames = m.segments.map((s) => s.prefix_frames).join(",");
   const b = tl.longest;

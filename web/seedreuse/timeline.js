@@ -77,9 +77,7 @@ function refuse(node, why) {
   const tl = node.__seedreuseTimeline;
   if (tl) {
     tl.noteText = why;
-    tl.note.textContent = why;
-    tl.note.hidden = false;
-    fitNode(node); // the note takes a line of its own
+    showNote(tl);
   }
   return false;
 }
@@ -172,22 +170,25 @@ function segmentBlock(node, m, seg) {
   return b;
 }
 
-// The widget's height: the timeline alone, or with the take picker and its action row.
-function timelineHeight(tl) {
-  const rows = Math.min(tl.rows || 0, 4);
-  return (rows ? 60 + 8 + rows * 20 + 22 : 60) + (tl.noteText ? 30 : 0);
+// The widget's height, the same for any number of kept takes: the take list shows TAKE_ROWS
+// rows and scrolls past them (seedreuse.css), so a kept take never grows the node over what lies
+// below it (a group title, the Session).
+export const TAKE_ROWS = 3;
+const BLOCKS_HEIGHT = 60; // blocks, label
+const TAKE_ROW_HEIGHT = 20;
+const ACTIONS_HEIGHT = 22;
+
+function timelineHeight() {
+  return BLOCKS_HEIGHT + 8 + TAKE_ROWS * TAKE_ROW_HEIGHT + ACTIONS_HEIGHT;
 }
 
-function fitNode(node) {
-  try {
-    if (typeof node.expandToFitContent === "function") node.expandToFitContent();
-    else if (node.computeSize && node.setSize) {
-      const s = node.computeSize();
-      node.setSize([Math.max(node.size[0], s[0]), Math.max(node.size[1], s[1])]);
-    }
-  } catch (e) {
-    noteError("timeline resize", e);
-  }
+// A refusal's note takes the label's two lines (the node keeps its height); the label is back
+// after the next accepted choice.
+function showNote(tl) {
+  tl.note.textContent = tl.noteText || "";
+  tl.note.title = tl.noteText || "";
+  tl.note.hidden = !tl.noteText;
+  tl.label.hidden = !!tl.noteText;
 }
 
 export function renderTimeline(node) {
@@ -199,8 +200,7 @@ export function renderTimeline(node) {
   tl.blocks.textContent = "";
   for (const seg of m.segments) tl.blocks.appendChild(segmentBlock(node, m, seg));
   renderActions(tl, m);
-  tl.note.textContent = tl.noteText || "";
-  tl.note.hidden = !tl.noteText;
+  showNote(tl);
   const label = timelineLabel(m);
   tl.label.textContent = label;
   tl.label.title = m.plan || m.reason || label;
@@ -214,11 +214,8 @@ export function renderTimeline(node) {
   const hasTake = !!widgetOf(sessionNodeOf(node), FROM_TAKE);
   if (hasTake && !tl.sawTake) scheduleCheck(300);
   tl.sawTake = hasTake;
-  const rows = m.takes.takes.length;
-  if (rows !== (tl.rows || 0)) {
-    tl.rows = rows;
-    fitNode(node);
-  }
+  tl.rows = m.takes.takes.length;
+  tl.root.dataset.seedreuseTakes = String(tl.rows);
 }
 
 export function renderAllTimelines() {
@@ -283,7 +280,6 @@ export function addTimeline(node) {
   const root = div("seedreuse-timeline");
   root.dataset.seedreuseNode = String(node.id);
   const takes = div("seedreuse-takes");
-  takes.hidden = true;
   const blocks = div("seedreuse-timeline-blocks");
   const { actions, prefixLine, longest } = makeActions(() => selectLongest(node));
   const note = div("seedreuse-timeline-note");
@@ -295,7 +291,7 @@ export function addTimeline(node) {
   if (typeof node.addDOMWidget === "function") {
     const w = node.addDOMWidget(TIMELINE_WIDGET, "seedreuse-timeline", root, {
       serialize: false, hideOnZoom: false, getValue: () => undefined, setValue: () => {},
-      margin: 6, getMinHeight: () => timelineHeight(tl), getMaxHeight: () => timelineHeight(tl) + 12,
+      margin: 6, getMinHeight: () => timelineHeight(), getMaxHeight: () => timelineHeight() + 12,
     });
     if (w) w.serialize = false;
     tl.widget = w;
