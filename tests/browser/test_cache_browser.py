@@ -96,7 +96,11 @@ def test_cache_browser_lists_previews_checks_and_deletes(page, caches, browser_a
     card(page, seg).locator('[data-seedreuse-action="inspect"]').click()
     detail = card(page, seg).locator(".seedreuse-cache-detail")
     detail.wait_for(state="visible", timeout=10_000)
-    assert "take 2: seed" in detail.inner_text() and "take 1: seed" in detail.inner_text()
+    text = detail.inner_text()
+    # every kept take with its seed, frames and segments (the newest too: its record points at the
+    # version's segment section)
+    assert "take 2: seed 2, 13 frames, 3 segment(s)" in text and "take 1: seed 1, 13 frames, 3 segment(s)" in text, text
+    assert "null" not in text and "undefined" not in text, text
     card(page, doomed).locator('[data-seedreuse-action="check"]').click()
     page.wait_for_function(
         f"""() => {{ const d = document.querySelector('[data-seedreuse-cache="{doomed}"] .seedreuse-cache-detail');
