@@ -1,8 +1,10 @@
 """The canvas menu entry "SeedReuse: make this workflow reusable" in a real Chromium against a real
 worker (the host's frontend 1.32.9): an official template with subgraphs is loaded, the entry is
 taken from the canvas menu the frontend builds and clicked; the graph that comes back holds the
-Session and the Encode-or-Reuse nodes (inside the subgraph too), the frontend's own graphToPrompt
-links every wrapper to the Session, the report is shown, and a second click changes nothing."""
+Session and the Encode-or-Reuse nodes (inside the subgraph too) on free canvas (over no node),
+replaces the graph in the same workflow (its tab and name, marked modified; no new "Unsaved
+Workflow (2)"), the frontend's own graphToPrompt links every wrapper to the Session, the report is
+shown, and a second click changes nothing."""
 from __future__ import annotations
 
 import importlib.resources
@@ -46,13 +48,47 @@ def _click(page) -> dict:
     return page.evaluate("() => window.__seedreuse.lastInstrument")
 
 
+# The active workflow of the frontend's workflow store: its name, whether it is modified, and
+# how many workflows are open (tabs).
+WORKFLOW = f"""() => {{
+  const store = {APP}.extensionManager.workflow, w = store.activeWorkflow;
+  return {{ filename: w.filename, path: w.path, modified: !!w.isModified, open: store.openWorkflows.length,
+           temporary: !!w.isTemporary }};
+}}"""
+
+
+def _box(n: dict) -> tuple:
+    return (n["pos"][0], n["pos"][1] - 30, n["size"][0], n["size"][1] + 30)   # with the title bar
+
+
+def _overlap(a, b) -> bool:
+    return a[0] < b[0] + b[2] and b[0] < a[0] + a[2] and a[1] < b[1] + b[3] and b[1] < a[1] + a[3]
+
+
+def _covered(graph: dict) -> list:
+    """(added node, node it covers) pairs of one serialized graph: the pack's nodes over others."""
+    nodes = graph["nodes"]
+    return [(a["id"], a["type"], b["id"], b["type"]) for a in nodes if a["type"].startswith("SeedReuse")
+            for b in nodes if b is not a and _overlap(_box(a), _box(b))]
+
+
 def test_menu_entry_makes_a_subgraph_template_reusable(page):
     import comfyui_workflow_templates_json as pkg       # requirements-test.txt
     ui = json.loads((importlib.resources.files(pkg) / "templates" / f"{TEMPLATE}.json").read_text(encoding="utf-8"))
-    page.evaluate(f"async (wf) => {{ await {APP}.loadGraphData(wf, true, true); }}", ui)
+    page.evaluate(f"async ([wf, n]) => {{ await {APP}.loadGraphData(wf, true, true, n); }}", [ui, TEMPLATE])
+    opened = page.evaluate(WORKFLOW)
+    assert opened["filename"] == TEMPLATE and not opened["modified"], opened
     report = _click(page)
     assert report["changed"] and [w["slot"] for w in report["wrapped"]] == ["negative", "positive"], report
+    # the result is an edit of the same workflow: its tab and name, marked modified, no new tab
+    after = page.evaluate(WORKFLOW)
+    assert (after["filename"], after["path"], after["open"]) == (opened["filename"], opened["path"], opened["open"]), \
+        (opened, after)
+    assert after["modified"], after
     graph = page.evaluate(f"() => {APP}.graph.serialize()")
+    # the new nodes cover none of the workflow's nodes (nor each other), root and subgraph alike
+    for g in [graph] + graph["definitions"]["subgraphs"]:
+        assert not _covered(g), _covered(g)
     assert [n["type"] for n in graph["nodes"]].count("SeedReuseSession") == 1
     sub = graph["definitions"]["subgraphs"][0]
     assert sorted(n["type"] for n in sub["nodes"] if n["type"].startswith("SeedReuse")) == \

@@ -5,12 +5,13 @@
 // Running it again changes nothing. Only exports (the entry module adds the menu item).
 import { NS, host, noteError } from "./core.js";
 import { errorLines, errorTitle, responseError } from "./errors.js";
+import { activeWorkflow, captureWorkflowState } from "./graph.js";
 import { showToast } from "./toasts.js";
 
 export const INSTRUMENT_LABEL = "SeedReuse: make this workflow reusable";
 
-function workflowName(app) {
-  const wf = app.extensionManager && app.extensionManager.workflow && app.extensionManager.workflow.activeWorkflow;
+function workflowName() {
+  const wf = activeWorkflow();
   const name = (wf && (wf.filename || wf.path || wf.key)) || null;
   // the frontend's default name is shared by every new workflow: the server derives one from the graph
   return name && !/^Unsaved Workflow/.test(name) ? name : null;
@@ -46,6 +47,24 @@ function notify(report) {
   }
 }
 
+// The instrumented graph replaces the current one in the same workflow (its tab and name; an
+// unsaved workflow too: loading without it, or by a name, opens a new "Unsaved Workflow (2)"),
+// as an edit of it: marked modified, one undo step back to the original. Loading resets the
+// tracker to the loaded graph, so its saved state and the graph before are put back, then the
+// new graph is recorded as a change. Without a workflow store: a plain load.
+async function applyToCurrentWorkflow(app, graphData) {
+  const wf = activeWorkflow();
+  const ct = wf && wf.changeTracker;
+  const saved = ct ? ct.initialState : undefined;
+  const before = ct ? ct.activeState : undefined;
+  await app.loadGraphData(graphData, true, true, wf || null);
+  if (ct && activeWorkflow() === wf && saved && before) {
+    ct.initialState = saved;
+    ct.activeState = before;
+    captureWorkflowState();
+  }
+}
+
 // Sends the graph, loads the answer; resolves to the report (or null after an error toast).
 export async function instrumentCurrentGraph() {
   const app = host.app;
@@ -55,7 +74,7 @@ export async function instrumentCurrentGraph() {
     const resp = await api.fetchApi("/seedreuse/instrument", {
       method: "POST",
       headers: { "Content-Type": "application/json" },
-      body: JSON.stringify({ workflow, name: workflowName(app) }),
+      body: JSON.stringify({ workflow, name: workflowName() }),
     });
     let body = null;
     try {
@@ -68,7 +87,7 @@ export async function instrumentCurrentGraph() {
       showToast(`SeedReuse: ${errorTitle(err)}`, errorLines(err).join("\n"));
       return null;
     }
-    if (body.report.changed) await app.loadGraphData(body.workflow, true, true);
+    if (body.report.changed) await applyToCurrentWorkflow(app, body.workflow);
     NS.lastInstrument = body.report;
     notify(body.report);
     return body.report;
