@@ -1,6 +1,7 @@
 """The reuse badges in a real browser, on two frontends and in both node renderers.
 
-Frontends: the host's own (comfyui-frontend-package 1.32.9 for ComfyUI 0.3.75) and the newest
+Frontends: the host's own (comfyui-frontend-package 1.32.9 for ComfyUI 0.3.75, 1.49.6 for 0.33.0;
+what each does differently is in FRONTENDS, by version) and the newest
 one on PyPI (tests/browser/newest-frontend.txt, installed under .cache/frontend/ and served with
 --front-end-root). Renderers: classic LiteGraph canvas nodes and the Vue "Nodes 2.0" nodes
 (setting Comfy.VueNodes.Enabled).
@@ -13,8 +14,11 @@ For each of the four combinations a tiny Wan 2.1 T2V reuse workflow is loaded an
   the host's must not intersect. Vue nodes of frontend 1.32 render node.badges in the header,
   beside the title, without shrinking them: there ours is ONE compact entry ("will encode",
   "encoded", at most 13 characters, the full lines in its tooltip) that takes at most 30 % of
-  the header, and a title that fits beside the host's badge is not truncated by ours; 1.58 renders
-  them in a row of their own, where the title keeps its whole text;
+  the header, and a title that fits beside the host's badge is not truncated by ours; 1.49 and
+  1.58 render them in a row of their own, where the title keeps its whole text;
+- the node narrowed to NARROW px: every badge (ours and the host's) stays within the node's
+  width, ours beside the host's (which stay whole), cut with "…" (in Vue the whole line in the
+  element's tooltip);
 - a run is queued: until it ends the badge says "running…" (never the outcome above a stale
   "next: will encode"), then the outcome ("encoded · …") with the prediction for the next run
   ("next: will reuse": the seed is randomized after queueing).
