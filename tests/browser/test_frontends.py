@@ -236,6 +236,25 @@ VUE_FIT = """(id) => {
 }"""
 
 
+# The badges (with a text) of the last frame the canvas drew for the node whose row holds `text`:
+# back from the last draw of `text`, the draws at the same node translation until a text repeats.
+LAST_FRAME_ROW = """(text) => {
+  const d = (window.__badgeDraws || []).filter((r) => r.text);
+  let i = d.length - 1;
+  while (i >= 0 && d[i].text !== text) i--;
+  if (i < 0) return [];
+  const { tx, ty } = d[i];
+  const row = [];
+  for (let j = d.length - 1; j >= 0; j--) {
+    const r = d[j];
+    if (r.tx !== tx || r.ty !== ty) continue;
+    if (row.some((o) => o.text === r.text)) break;
+    row.push(r);
+  }
+  return row.reverse();
+}"""
+
+
 def _meet(a, b) -> bool:
     return not (a[2] <= b[0] or b[2] <= a[0] or a[3] <= b[1] or b[3] <= a[1])
 
@@ -258,17 +277,18 @@ def _assert_narrow_node_fits(ui: Page, vue: bool, lines: list[str]) -> None:
             for h in fit["host"]:
                 assert not _meet(a["box"], h["box"]), ("over the host's badge", a, h, fit)
         assert all(h["whole"] for h in fit["host"]), fit
-    else:
-        ui.js(f"() => {APP}.canvas.setDirty(true, true)")
+    else:   # the draws of frames after the resize only
+        ui.js(f"() => {{ window.__badgeDraws = []; {APP}.canvas.setDirty(true, true); }}")
         ui.wait("(t) => (window.__badgeDraws || []).some((d) => d.text === t)", ui.ours()[0], 20,
                 "the canvas drawing the narrow node's badges")
-        row = ui.drawn_row()
+        row = ui.js(LAST_FRAME_ROW, ui.ours()[0])
         width = ui.js(f"(id) => {APP}.graph.getNodeById(+id).size[0]", ENC)
-        assert width == NARROW and any("SeedReuse" in r["text"] for r in row), (width, row)
-        assert all(0 <= r["x"] and r["x"] + r["w"] <= width + 0.5 for r in row), ("past the node", width, row)
+        shown = [(r["text"], round(r["x"], 1), round(r["w"], 1)) for r in row]
+        assert width == NARROW and any("SeedReuse" in r["text"] for r in row), (width, shown)
+        assert all(0 <= r["x"] and r["x"] + r["w"] <= width + 0.5 for r in row), ("past the node", width, shown)
         for i, a in enumerate(row):
             for b in row[i + 1:]:
-                assert a["x"] + a["w"] <= b["x"] or b["x"] + b["w"] <= a["x"], ("badges overlap", row)
+                assert a["x"] + a["w"] <= b["x"] or b["x"] + b["w"] <= a["x"], ("badges overlap", shown)
 
 
 def _assert_title_readable(ui: Page, placement: str, lines: list[str]) -> None:
