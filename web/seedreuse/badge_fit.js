@@ -37,7 +37,49 @@ function hostBadge(entry) {
   }
 }
 
-// The width of the node's badges that are not ours (the host's node-source, node-id badges...).
+// The width the host's badges take in the node's row, as the frontend lays it out: the row is
+// drawn once on an offscreen canvas with our entries empty (`quiet` makes our badge functions
+// return them so), through a context that records where the host's badges draw. drawBadges
+// right-aligns the row (1.32.9, 1.49.6, 1.58.1), so the leftmost drawing is where it starts;
+// 1.58.1 draws badges that are not in node.badges (its badge rows) first. null: the frontend has
+// no drawBadges, or it failed (then hostBadgesWidth below counts node.badges).
+export function drawnHostWidth(node, count, quiet) {
+  if (typeof node.drawBadges !== "function") return null;
+  const real = ctx();
+  let left = Infinity;
+  const rec = new Proxy(real, {
+    get(t, k) {
+      const v = t[k];
+      if (typeof v !== "function") return v;
+      return (...a) => {
+        if ((k === "fillText" || k === "strokeText") && typeof a[1] === "number" && a[0]) left = Math.min(left, a[1]);
+        if ((k === "rect" || k === "roundRect" || k === "fillRect" || k === "drawImage") && typeof a[k === "drawImage" ? 1 : 0] === "number") {
+          left = Math.min(left, a[k === "drawImage" ? 1 : 0]);
+        }
+        return v.apply(t, a);
+      };
+    },
+    set(t, k, v) {
+      t[k] = v;
+      return true;
+    },
+  });
+  try {
+    quiet(true);
+    real.save();
+    node.drawBadges(rec);
+  } catch (_) {
+    return null;
+  } finally {
+    real.restore();
+    quiet(false);
+  }
+  const width = Array.isArray(node.size) || ArrayBuffer.isView(node.size) ? node.size[0] : node.width || 0;
+  return left === Infinity ? 0 : Math.max(0, width - left - GAP * count);
+}
+
+// The width of the node's badges in node.badges that are not ours (the host's node-source,
+// node-id badges...).
 export function hostBadgesWidth(node, ours) {
   let w = 0;
   for (const entry of node.badges || []) {

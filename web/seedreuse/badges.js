@@ -22,7 +22,7 @@ import { NS, host, fmtSeconds, short, state, typeOf } from "./core.js";
 import { errorTitle } from "./errors.js";
 import { keyOf, reuseNodes } from "./graph.js";
 import { toneColors } from "./palette.js";
-import { fitRow, hostBadgesWidth } from "./badge_fit.js";
+import { drawnHostWidth, fitRow, hostBadgesWidth } from "./badge_fit.js";
 
 export const RUNNING_TEXT = "running…";
 export const CHECKING_TEXT = "checking…";
@@ -237,6 +237,10 @@ export function attachBadges(node) {
       if (!vue) {
         // the canvas row: all our lines fitted together into what the host's badges leave
         const own = node[BADGES];
+        if (own.quiet) {
+          badge.text = ""; // measuring the host's badges (badge_fit.js drawnHostWidth)
+          return badge;
+        }
         if (i === 0 || !own.fitted) own.fitted = fitCanvasRow(node, own);
         badge.text = own.fitted[i] || "";
         badge["data-seedreuse-fit"] = undefined;
@@ -268,10 +272,17 @@ export function attachBadges(node) {
 }
 
 // The texts of our entries on the canvas, within the node's width beside the host's badges.
+// The host's width is measured again when the node's width or a badge line changed.
 function fitCanvasRow(node, own) {
   const lines = own.entries.map((b) => (b.seedreuseLine ? short(b.seedreuseLine, MAX_BADGE_CHARS) : ""));
-  const width = Array.isArray(node.size) ? node.size[0] : node.width || 0;
-  return fitRow(own.entries, lines, width, hostBadgesWidth(node, own.fns));
+  const width = Array.isArray(node.size) || ArrayBuffer.isView(node.size) ? node.size[0] : node.width || 0;
+  const key = `${width}|${lines.join("|")}`;
+  if (own.hostKey !== key) {
+    const drawn = drawnHostWidth(node, own.fns.length, (q) => { own.quiet = q; });
+    own.hostWidth = drawn !== null ? drawn : hostBadgesWidth(node, own.fns);
+    own.hostKey = key;
+  }
+  return fitRow(own.entries, lines, width, own.hostWidth);
 }
 
 function palette(tone) {
