@@ -52,8 +52,11 @@ def _click(page) -> dict:
 # how many workflows are open (tabs).
 WORKFLOW = f"""() => {{
   const store = {APP}.extensionManager.workflow, w = store.activeWorkflow;
+  const undo = (w.changeTracker && w.changeTracker.undoQueue) || [];
+  const last = undo.length ? undo[undo.length - 1] : null;
   return {{ filename: w.filename, path: w.path, modified: !!w.isModified, open: store.openWorkflows.length,
-           temporary: !!w.isTemporary }};
+           temporary: !!w.isTemporary, undo: undo.length,
+           undo_types: last ? (last.nodes || []).map((n) => n.type) : null }};
 }}"""
 
 
@@ -85,6 +88,9 @@ def test_menu_entry_makes_a_subgraph_template_reusable(page):
     assert (after["filename"], after["path"], after["open"]) == (opened["filename"], opened["path"], opened["open"]), \
         (opened, after)
     assert after["modified"], after
+    # one undo step goes back to the graph as it was (no SeedReuse node in it)
+    assert after["undo"] == opened["undo"] + 1 and after["undo_types"], (opened, after)
+    assert not any(t.startswith("SeedReuse") for t in after["undo_types"]), after
     graph = page.evaluate(f"() => {APP}.graph.serialize()")
     # the new nodes cover none of the workflow's nodes (nor each other), root and subgraph alike
     for g in [graph] + graph["definitions"]["subgraphs"]:
