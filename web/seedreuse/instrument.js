@@ -49,7 +49,7 @@ function notify(report) {
 
 // The instrumented graph replaces the current one in the same workflow (its tab and name; an
 // unsaved workflow too: loading without it, or by a name, opens a new "Unsaved Workflow (2)"),
-// as an edit of it: marked modified, one undo step back to the original. Loading resets the
+// as an edit of it: marked modified, an undo goes back to the original. Loading resets the
 // tracker to the loaded graph, so its saved state and the graph before are put back, then the
 // new graph is recorded as a change. Without a workflow store: a plain load.
 async function applyToCurrentWorkflow(app, graphData) {
