@@ -436,11 +436,29 @@ def render_thumbnail(ui: dict, title: str, path: Path, size=(512, 512)) -> None:
     img.save(path, "JPEG", quality=88, optimize=True)
 
 
+# Inputs the graphs set for newer hosts that an older host does not define (its executor ignores
+# them): left out of the examples built against a host that lacks them, so the examples stay
+# exactly what that host's canvas saves. Any other unknown input is still an error (to_ui).
+NEWER_HOST_INPUTS = {"ImageScaleToTotalPixels": {"resolution_steps"}}   # required since ComfyUI 0.33
+
+
+def _for_host(api: dict, object_info: dict) -> dict:
+    api = copy.deepcopy(api)
+    for node in api.values():
+        newer = NEWER_HOST_INPUTS.get(node["class_type"])
+        if newer:
+            known = {s[0] for s in _input_specs(_spec(object_info, node["class_type"]))}
+            for k in newer - known:
+                node["inputs"].pop(k, None)
+    return api
+
+
 def build_examples(object_info: dict) -> dict[str, tuple[dict, dict]]:
     """name -> (UI workflow, API-format prompt)."""
     out = {}
     for name, (api, note) in example_graphs().items():
-        out[name] = (to_ui(name, api, note, object_info), copy.deepcopy(api))
+        api = _for_host(api, object_info)
+        out[name] = (to_ui(name, api, note, object_info), api)
     return out
 
 
