@@ -33,6 +33,7 @@ import pytest
 from seedreuse_lab import graphs, host
 from seedreuse_lab import tiny_models as tm
 from seedreuse_lab.tools import example_files
+from seedreuse_lab.tools import portable_examples as portable
 from seedreuse_lab.worker import PromptRejected
 from reuse_backend.workflow.ui_to_api import widget_layout as layout_from_schema
 
@@ -118,14 +119,14 @@ def object_info(worker) -> dict:
 
 # ====================================================================== UI -> API converter
 
-def widget_layout(node_type: str, info: dict) -> list | None:
+def widget_layout(node_type: str, info: dict, values: list | None = None) -> list | None:
     """Names of a node's widgets_values entries in the canvas' order (None: a frontend-only
     widget such as 'control_after_generate' or an upload button), from /object_info: the
     instrumenter's one reading of the layout; KNOWN_WIDGETS for classes the host lacks."""
     schema = info.get(node_type)
     if schema is None:
         return KNOWN_WIDGETS.get(node_type)
-    return layout_from_schema(schema)
+    return layout_from_schema(schema, values if isinstance(values, list) else None)
 
 
 def ui_to_api(ui: dict, info: dict) -> dict:
@@ -159,17 +160,19 @@ def ui_to_api(ui: dict, info: dict) -> dict:
     for n in ui["nodes"]:
         if n["type"] in FRONTEND_ONLY or n.get("mode", 0) in (2, 4):
             continue
-        layout = widget_layout(n["type"], info)
         values = n.get("widgets_values")
+        layout = widget_layout(n["type"], info, values)
         inputs: dict = {}
         if isinstance(values, dict):           # some packs save widgets by name
             inputs.update(values)
         elif layout is not None:
             values = values or []
-            if len(values) != len(layout):
+            added = layout[len(values):]     # widgets a newer host added after the saved ones
+            if len(values) > len(layout) or not set(added) <= portable.other_host_inputs(n["type"]):
                 raise AssertionError(f"node {n['id']} ({n['type']}): widgets_values has {len(values)} values, "
                                      f"the host's widget order has {len(layout)}: {layout}")
             inputs.update({name: v for name, v in zip(layout, values) if name is not None})
+            inputs.update({name: _default(info[n["type"]], name) for name in added})   # as the canvas fills them
         for slot in n.get("inputs") or []:
             if slot.get("link") is not None:
                 src = origin(slot["link"])
@@ -178,6 +181,23 @@ def ui_to_api(ui: dict, info: dict) -> dict:
         out[str(n["id"])] = {"class_type": n["type"], "inputs": inputs,
                              "_unknown_widgets": None if layout is not None else list(values or [])}
     return out
+
+
+def _default(schema: dict, name: str):
+    for section in ("required", "optional"):
+        spec = ((schema.get("input") or {}).get(section) or {}).get(name)
+        if spec:
+            opts = spec[1] if len(spec) > 1 and isinstance(spec[1], dict) else {}
+            choices = spec[0] if isinstance(spec[0], list) else [
+                o.get("key") if isinstance(o, dict) else o for o in opts.get("options") or []]
+            return opts.get("default", choices[0] if choices else None)
+    raise KeyError(name)
+
+
+def _for_other_host(class_type: str, name: str, layout: list | None) -> bool:
+    """An API twin's input meant for another tested host (portable_examples): this host's
+    canvas does not send it and its executor drops it."""
+    return name in portable.other_host_inputs(class_type) and name not in (layout or [])
 
 
 def _same_value(a, b) -> bool:
@@ -374,6 +394,54 @@ def test_node_types_exist_on_host(ui_path, object_info):
     assert not missing, f"{ui_path.name}: node types not on the host and not allowlisted: {missing}"
 
 
+def _without_tooltips(obj):
+    if isinstance(obj, dict):
+        return {k: _without_tooltips(v) for k, v in obj.items() if k != "tooltip"}
+    if isinstance(obj, list):
+        return [_without_tooltips(v) for v in obj]
+    return obj
+
+
+def test_portable_specs_fit_this_host(object_info):
+    """The examples are one set for every tested host (seedreuse_lab/tools/portable_examples.py).
+    On the host whose layout they are saved in, SAVED_SPECS are exactly its specs; on a newer
+    host the saved widgets are a prefix of its widgets, position by position (a renamed one only
+    as NEWER_INPUTS repeats it), the widgets it adds are NEWER_INPUTS with their defaults as the
+    values the twins send, and every other NEWER_INPUTS name is an input it has."""
+    checked = 0
+    for class_type, saved in portable.SAVED_SPECS.items():
+        schema = object_info.get(class_type)
+        assert schema is not None, f"{class_type}: not on this host"
+        newer = portable.NEWER_INPUTS.get(class_type, {})
+        if "output" in saved:      # the save nodes: none on the saved host, pass-through outputs since
+            assert schema["output"] == saved["output"] or saved["output"] == [], class_type
+        if "input" not in saved:
+            checked += 1
+            continue
+        old = widget_layout(class_type, {class_type: {**schema, **saved}})
+        defaults = [_default({**schema, **saved}, n) for n in old]
+        mine = widget_layout(class_type, object_info, defaults)
+        if mine == old:
+            for key in ("input", "input_order"):
+                assert _without_tooltips(schema[key]) == saved[key], f"{class_type}.{key}: not this host's spec"
+            for name in newer:
+                assert name not in mine, f"{class_type}.{name}: a widget here, yet in NEWER_INPUTS"
+        else:
+            assert len(mine) >= len(old), f"{class_type}: this host has fewer widgets {mine} than saved {old}"
+            for pos, (o, m) in enumerate(zip(old, mine)):
+                assert o == m or newer.get(m) == ("same as", o), \
+                    f"{class_type}: widget {pos} is {m!r} here, saved as {o!r}: the examples need a per-host file"
+            for name in mine[len(old):]:
+                if name in old:      # a saved input moved behind the others (0.33: SaveVideo's hidden codec)
+                    continue
+                assert name in newer and _same_value(newer[name], _default(schema, name)), \
+                    f"{class_type}.{name}: added here; NEWER_INPUTS must give it its default {_default(schema, name)!r}"
+            names = {n for sec in ("required", "optional") for n in (schema["input"].get(sec) or {})} | set(mine)
+            assert set(newer) <= names, f"{class_type}: NEWER_INPUTS {sorted(set(newer) - names)} not on this host"
+        checked += 1
+    assert checked == len(portable.SAVED_SPECS)
+
+
 def test_wan21_examples_are_up_to_date(object_info):
     """seedreuse_lab/tools/build_wan21_examples.py, run against this worker's /object_info, writes
     exactly the Wan 2.1 files: the UI file under its title (with the pairing in extra) and the API
@@ -418,8 +486,11 @@ def test_ui_and_api_twin_agree(ui_path, object_info):
             if links_c != links_t:
                 problems.append(f"{nid} ({c['class_type']}): links {links_c} vs {links_t}")
             continue
+        layout = widget_layout(c["class_type"], object_info)
         for k in sorted(set(c["inputs"]) | set(t["inputs"])):
             a, b = c["inputs"].get(k, "<absent>"), t["inputs"].get(k, "<absent>")
+            if k not in c["inputs"] and _for_other_host(c["class_type"], k, layout):
+                continue
             if not _same_value(a, b):
                 problems.append(f"{nid} ({c['class_type']}).{k}: UI {a!r} vs API {b!r}")
     assert not problems, f"{ui_path.name} and its API twin disagree:\n" + "\n".join(problems)
@@ -615,9 +686,11 @@ def canvas(worker):
                       or r.request.url.startswith("data:") else r.abort())
             page = ctx.new_page()
             page.goto(worker.url + "/", wait_until="domcontentloaded")
-            page.wait_for_function(f"!!({app} && {app}.graph && {app}.canvas)", timeout=90_000)
-            # the app's own start-up workflow load must be over before ours, or it replaces ours
-            page.wait_for_function("window.__seedreuse && window.__seedreuse.ready === true", timeout=60_000)
+            # the pack's extension is ready once the app has set up (and, since frontend 1.49,
+            # window.comfyAPI exists only from then on); the app's own start-up workflow load
+            # must also be over before ours, or it replaces ours
+            page.wait_for_function("window.__seedreuse && window.__seedreuse.ready === true", timeout=90_000)
+            page.wait_for_function(f"!!({app} && {app}.graph && {app}.canvas)", timeout=60_000)
             page.wait_for_timeout(500)
 
             def load(ui: dict) -> dict:
@@ -645,6 +718,37 @@ def _outs(ns):
     return [(s["name"], s.get("type"), sorted(s.get("links") or [])) for s in ns or []]
 
 
+def _newer_widgets_only(saved: dict, orig: dict, twin_node: dict | None, info: dict) -> bool:
+    """The canvas re-saved the file's widgets_values, followed only by the widgets a newer host
+    added to a portable node (portable_examples), with the values the API twin sends for them."""
+    got, had = saved.get("widgets_values"), orig.get("widgets_values")
+    if got == had or (got is None and had == []):   # frontend 1.49 leaves out an empty list
+        return True
+    if not (isinstance(got, list) and isinstance(had, list) and got[:len(had)] == had and twin_node):
+        return False
+    portable_names = portable.other_host_inputs(saved["type"])
+    layout = widget_layout(saved["type"], info, got) or []
+    added = list(zip(layout[len(had):], got[len(had):]))
+    return len(layout) == len(got) and all(name in portable_names and _same_value(v, twin_node["inputs"].get(name))
+                                           for name, v in added)
+
+
+def _same_slots(node_type: str, what: str, got: list, had: list) -> bool:
+    """The re-saved slots are the file's. For a portable node (portable_examples) a newer host
+    may add slots the file does not have (unlinked outputs of the save nodes, sockets of the
+    widgets it added) and type its widget sockets anew (0.33: SaveVideo's codec is a dynamic
+    combo): there the names and links must be the file's."""
+    if got == had or node_type not in portable.SAVED_SPECS:
+        return got == had
+    names = {s[0] for s in had}
+    if what == "outputs":
+        kept = [s for s in got if s[0] in names or s[2]]
+        return [(s[0], s[2]) for s in kept] == [(s[0], s[2]) for s in had]
+    portable_names = portable.other_host_inputs(node_type)
+    kept = [s for s in got if s[0] in names or s[2] is not None or (s[3] or s[0]) not in portable_names]
+    return [(s[0], s[2]) for s in kept] == [(s[0], s[2]) for s in had]
+
+
 @pytest.mark.parametrize("ui_path", UI_FILES, ids=_ids(UI_FILES))
 def test_canvas_loads_example_and_exports_its_api_twin(canvas, object_info, ui_path):
     """The ComfyUI frontend (1.32.9) itself loads the UI file, exports it as a prompt
@@ -664,6 +768,9 @@ def test_canvas_loads_example_and_exports_its_api_twin(canvas, object_info, ui_p
         for k in sorted(set(mine["inputs"]) | set(theirs["inputs"])):
             if (mine["class_type"], k) in CANVAS_ONLY_INPUTS and k not in mine["inputs"]:
                 continue
+            if k not in theirs["inputs"] and _for_other_host(mine["class_type"], k,
+                                                             widget_layout(mine["class_type"], object_info)):
+                continue
             a, b = theirs["inputs"].get(k, "<absent>"), mine["inputs"].get(k, "<absent>")
             if not _same_value(a, b):
                 problems.append(f"{nid}.{k}: the canvas exports {a!r}, the API twin has {b!r}")
@@ -672,11 +779,11 @@ def test_canvas_loads_example_and_exports_its_api_twin(canvas, object_info, ui_p
         orig = by_id[n["id"]]
         if orig["type"] not in object_info:
             continue
-        if n.get("widgets_values") != orig.get("widgets_values"):
+        if not _newer_widgets_only(n, orig, twin.get(str(n["id"])), object_info):
             problems.append(f"node {n['id']} ({n['type']}): the canvas saves widgets_values "
                             f"{n.get('widgets_values')}, the file has {orig.get('widgets_values')}")
         for what, f in (("inputs", _slots), ("outputs", _outs)):
-            if f(n.get(what)) != f(orig.get(what)):
+            if not _same_slots(n["type"], what, f(n.get(what)), f(orig.get(what))):
                 problems.append(f"node {n['id']} ({n['type']}): the canvas saves {what} "
                                 f"{[s[0] for s in f(n.get(what))]}, the file has "
                                 f"{[s[0] for s in f(orig.get(what))]} (regenerate the example)")

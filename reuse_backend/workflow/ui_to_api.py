@@ -26,13 +26,20 @@ def widget_layout(schema: dict, values: list | None = None) -> list:
     by the widgets of the option it selects, recursively, named with dotted keys as the frontend
     sends them (``format.codec``): which option is selected is read from ``values``; without
     them (or for a value that selects no option) the option's widgets are not in the layout.
-    Inputs marked hidden get no widget."""
-    names: list = []
-    _walk(schema.get("input") or {}, schema.get("input_order") or {}, values, "", names)
-    return names
+    An input marked hidden still has its widget (frontend 1.49.6 saves SaveVideo's hidden
+    ``codec`` as a fourth value after ``format.codec``; files saved before it have three)."""
+    return [name for name, _ in widget_specs(schema, values)]
 
 
-def _walk(inp: dict, order: dict, values: list | None, prefix: str, names: list) -> None:
+def widget_specs(schema: dict, values: list | None = None) -> list[tuple]:
+    """(name, spec) per widgets_values entry, as widget_layout orders them (spec None for a
+    frontend-only widget)."""
+    entries: list = []
+    _walk(schema.get("input") or {}, schema.get("input_order") or {}, values, "", entries)
+    return entries
+
+
+def _walk(inp: dict, order: dict, values: list | None, prefix: str, entries: list) -> None:
     for section in ("required", "optional"):
         specs = inp.get(section) or {}
         for name in order.get(section, list(specs)):
@@ -41,27 +48,40 @@ def _walk(inp: dict, order: dict, values: list | None, prefix: str, names: list)
                 continue
             t = "COMBO" if isinstance(spec[0], list) else spec[0]
             opts = spec[1] if len(spec) > 1 and isinstance(spec[1], dict) else {}
-            if opts.get("forceInput") or opts.get("hidden") is True:
+            if opts.get("forceInput"):
                 continue
             if t == DYNAMIC_COMBO:
-                at = len(names)
-                names.append(prefix + name)
+                at = len(entries)
+                entries.append((prefix + name, spec))
                 chosen = values[at] if values is not None and at < len(values) else None
                 option = next((o for o in opts.get("options") or []
                                if isinstance(o, dict) and o.get("key") == chosen), None)
                 if option is not None:
-                    _walk(option.get("inputs") or {}, {}, values, f"{prefix}{name}.", names)
+                    _walk(option.get("inputs") or {}, {}, values, f"{prefix}{name}.", entries)
                 continue
             if t not in WIDGET_TYPES:
                 continue
-            names.append(prefix + name)
+            entries.append((prefix + name, spec))
             if t in ("INT", "COMBO") and opts.get("control_after_generate",
                                                   t == "INT" and name in ("seed", "noise_seed")):
-                names.append(None)
+                entries.append((None, None))
             if opts.get("image_upload"):
-                names.append(None)
+                entries.append((None, None))
             if opts.get("audio_upload"):
-                names += [None, None]
+                entries += [(None, None), (None, None)]
+
+
+_NO_DEFAULT = object()
+
+
+def _default(spec) -> object:
+    """The value the canvas gives a widget a saved file has no value for."""
+    opts = spec[1] if len(spec) > 1 and isinstance(spec[1], dict) else {}
+    if "default" in opts:
+        return opts["default"]
+    choices = spec[0] if isinstance(spec[0], list) else [
+        o.get("key") if isinstance(o, dict) else o for o in opts.get("options") or []]
+    return choices[0] if choices else _NO_DEFAULT
 
 
 def convert(ui: dict, object_info: dict, *, overrides: dict | None = None) -> tuple[dict, list]:
@@ -77,8 +97,10 @@ def convert(ui: dict, object_info: dict, *, overrides: dict | None = None) -> tu
         schema = object_info.get(n["type"])
         layout = (overrides or {}).get(n["type"])
         values = n.get("widgets_values")
+        specs = None
         if layout is None and isinstance(schema, dict):
-            layout = widget_layout(schema, values if isinstance(values, list) else None)
+            specs = widget_specs(schema, values if isinstance(values, list) else None)
+            layout = [name for name, _ in specs]
         inputs: dict = {}
         if isinstance(values, dict):
             inputs.update({k: v for k, v in values.items() if isinstance(k, str)})
@@ -86,10 +108,15 @@ def convert(ui: dict, object_info: dict, *, overrides: dict | None = None) -> tu
             problems.append(f"{key} ({n['type']}): not a class of this host; widgets_values not mapped")
         else:
             values = values if isinstance(values, list) else []
-            if len(values) != len(layout):
+            # widgets the file predates (a newer host added them after the saved ones) get
+            # their defaults, as the canvas gives them on load
+            added = [(name, _default(spec)) for name, spec in (specs or [])[len(values):] if name is not None]
+            if len(values) > len(layout) or (specs is None and len(values) < len(layout)) \
+                    or any(v is _NO_DEFAULT for _, v in added):
                 problems.append(f"{key} ({n['type']}): {len(values)} widget values, the host's layout has "
                                 f"{len(layout)}: {layout}")
             inputs.update({name: v for name, v in zip(layout, values) if name is not None})
+            inputs.update({name: v for name, v in added if v is not _NO_DEFAULT})
         for slot in n.get("inputs") or []:
             if slot.get("link") is None:
                 continue

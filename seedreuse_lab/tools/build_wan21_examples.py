@@ -12,7 +12,8 @@ hence the human titles; the UI file names its twin in extra.seedreuse_example (e
 
 Node inputs, outputs and widget order come from the host's /object_info (a ComfyUI with the
 SeedReuse pack loaded), so the files match the node schemas exactly; tests/test_examples.py
-checks that they still do. LoadAudio (comfy_extras/nodes_audio.py) needs torchaudio; for a host
+checks that they still do. The few stock nodes whose widgets differ between the tested hosts
+are laid out as portable_examples.py says, so every tested host builds the same files. LoadAudio (comfy_extras/nodes_audio.py) needs torchaudio; for a host
 without it (scripts/setup.sh installs it) its schema is written out below.
 
 Only the standard library and Pillow (for the thumbnail) are needed.
@@ -25,7 +26,7 @@ import urllib.request
 import uuid
 from pathlib import Path
 
-from . import example_files
+from . import example_files, portable_examples
 
 HERE = Path(__file__).resolve().parent
 OUT = HERE.parents[1] / "example_workflows"
@@ -193,7 +194,9 @@ class Node:
 
 class Workflow:
     def __init__(self, info: dict, name: str):
-        self.info, self.name = info, name
+        # the few stock nodes whose widgets differ between the tested hosts are laid out as
+        # the oldest host saves them, and the API twin carries every host's inputs
+        self.info, self.name = portable_examples.saved_object_info(info), name
         self.nodes: list[Node] = []
         self.links: list[list] = []
         self.groups: list[dict] = []
@@ -307,7 +310,7 @@ class Workflow:
                     inputs[s["name"]] = [str(lk[1]), lk[2]]
             out[str(n.id)] = {"inputs": inputs, "class_type": n.type,
                               "_meta": {"title": n.title or n.schema.get("display_name") or n.type}}
-        return out
+        return portable_examples.with_newer_inputs(out)
 
 
 # ---------------------------------------------------------------------- the examples

@@ -10,7 +10,9 @@ names, full-size settings), then laid out as the LiteGraph JSON the ComfyUI canv
 host's /object_info; WanInfiniteTalkToVideo (missing on 0.3.75) uses the spec of newer ComfyUI in
 NEWER_NODES (as in the official video_wan2_1_infinitetalk.json template), and so do
 AudioEncoderLoader, AudioEncoderEncode and LoadAudio on a host without torchaudio (scripts/setup.sh
-installs it, so the test host has their real specs).
+installs it, so the test host has their real specs). The few stock nodes whose widgets differ
+between the tested hosts are laid out as portable_examples.py says, so every tested host builds
+the same files.
 Files (example_files.py): example_workflows/<TITLE>.json (the template browser shows a pack's
 templates by file name), its thumbnail <TITLE>.jpg and the API twin api/<id>.json, named in the UI
 file's extra.seedreuse_example. tests/families/test_family_examples.py rebuilds them from a live
@@ -27,7 +29,7 @@ from pathlib import Path
 from .. import family_graphs as fg
 from .. import family_models as fm
 from .. import tiny_models as tm
-from . import example_files
+from . import example_files, portable_examples
 
 REPO = Path(__file__).resolve().parents[2]
 OUT = REPO / "example_workflows"
@@ -436,29 +438,13 @@ def render_thumbnail(ui: dict, title: str, path: Path, size=(512, 512)) -> None:
     img.save(path, "JPEG", quality=88, optimize=True)
 
 
-# Inputs the graphs set for newer hosts that an older host does not define (its executor ignores
-# them): left out of the examples built against a host that lacks them, so the examples stay
-# exactly what that host's canvas saves. Any other unknown input is still an error (to_ui).
-NEWER_HOST_INPUTS = {"ImageScaleToTotalPixels": {"resolution_steps"}}   # required since ComfyUI 0.33
-
-
-def _for_host(api: dict, object_info: dict) -> dict:
-    api = copy.deepcopy(api)
-    for node in api.values():
-        newer = NEWER_HOST_INPUTS.get(node["class_type"])
-        if newer:
-            known = {s[0] for s in _input_specs(_spec(object_info, node["class_type"]))}
-            for k in newer - known:
-                node["inputs"].pop(k, None)
-    return api
-
-
 def build_examples(object_info: dict) -> dict[str, tuple[dict, dict]]:
     """name -> (UI workflow, API-format prompt)."""
+    info = portable_examples.saved_object_info(object_info)
     out = {}
     for name, (api, note) in example_graphs().items():
-        api = _for_host(api, object_info)
-        out[name] = (to_ui(name, api, note, object_info), api)
+        api = portable_examples.without_newer_inputs(api)
+        out[name] = (to_ui(name, api, note, info), portable_examples.with_newer_inputs(api))
     return out
 
 

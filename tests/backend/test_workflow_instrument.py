@@ -372,7 +372,7 @@ def test_schema_1_root_with_object_links_and_state():
 
 # ComfyUI 0.33's SaveVideo (its /object_info entry, trimmed): `format` is a dynamic combo whose
 # selected option brings a `codec` dynamic combo, which may bring `encoding`, then `crf` ...;
-# the top-level `codec` is hidden (no widget).
+# the top-level `codec` is hidden: frontend 1.49.6 still gives it a widget, after format's.
 _DYN_SAVE_VIDEO = {
     "input": {
         "required": {
@@ -388,18 +388,19 @@ _DYN_SAVE_VIDEO = {
                             {"key": "re-encode", "inputs": {"required": {
                                 "crf": ["FLOAT", {"default": 23.0}],
                                 "color_space": [["auto", "sRGB"], {}]}}}]}]}}}]}]}}}]}]},
-        "optional": {"codec": ["COMFY_DYNAMICCOMBO_V3", {"hidden": True, "options": []}]}},
+        "optional": {"codec": ["COMFY_DYNAMICCOMBO_V3", {"hidden": True, "options": [
+            {"key": "auto", "inputs": {"required": {}}}, {"key": "h264", "inputs": {"required": {}}}]}]}},
     "input_order": {"required": ["video", "filename_prefix", "format"], "optional": ["codec"]},
 }
 
 
 @pytest.mark.parametrize("values, names", [
-    (["video/ComfyUI", "auto", "auto"], ["filename_prefix", "format", "format.codec"]),
-    (["v", "mp4", "h264", "re-encode", 20.0, "auto"],
+    (["video/ComfyUI", "auto", "auto", "auto"], ["filename_prefix", "format", "format.codec", "codec"]),
+    (["v", "mp4", "h264", "re-encode", 20.0, "auto", "auto"],
      ["filename_prefix", "format", "format.codec", "format.codec.encoding", "format.codec.encoding.crf",
-      "format.codec.encoding.color_space"]),
-    (["v", "mkv"], ["filename_prefix", "format"]),          # a value that selects no option
-    (None, ["filename_prefix", "format"]),                  # no values: the options are not known
+      "format.codec.encoding.color_space", "codec"]),
+    (["v", "mkv"], ["filename_prefix", "format", "codec"]),  # a value that selects no option
+    (None, ["filename_prefix", "format", "codec"]),          # no values: the options are not known
 ])
 def test_widget_layout_follows_the_selected_dynamic_combo_options(values, names):
     assert widget_layout(_DYN_SAVE_VIDEO, values) == names
@@ -411,6 +412,27 @@ def test_convert_maps_dynamic_combo_widgets_to_dotted_keys():
           "links": []}
     api, problems = convert(ui, {"SaveVideo": _DYN_SAVE_VIDEO})
     assert problems == []
+    # the file predates the hidden codec's widget: it gets its default, as the canvas gives it
     assert api["5"]["inputs"] == {"filename_prefix": "video/x", "format": "mp4", "format.codec": "h264",
                                   "format.codec.encoding": "re-encode", "format.codec.encoding.crf": 18.0,
-                                  "format.codec.encoding.color_space": "sRGB"}
+                                  "format.codec.encoding.color_space": "sRGB", "codec": "auto"}
+
+
+_SCALE_033 = {"input": {"required": {
+    "image": ["IMAGE", {}], "upscale_method": [["nearest-exact", "area"], {}],
+    "megapixels": ["FLOAT", {"default": 1.0}], "resolution_steps": ["INT", {"default": 1, "min": 1}]}},
+    "input_order": {"required": ["image", "upscale_method", "megapixels", "resolution_steps"]}}
+
+
+@pytest.mark.parametrize("values, problem", [
+    (["area", 0.5], False),            # saved before 0.33 added resolution_steps: its default
+    (["area", 0.5, 8], False),
+    (["area", 0.5, 8, 3], True),       # more values than the host has widgets
+])
+def test_convert_fills_widgets_the_file_predates_with_defaults(values, problem):
+    ui = {"nodes": [{"id": 7, "type": "ImageScaleToTotalPixels", "mode": 0, "inputs": [], "outputs": [],
+                     "widgets_values": values}], "links": []}
+    api, problems = convert(ui, {"ImageScaleToTotalPixels": _SCALE_033})
+    assert bool(problems) is problem, problems
+    assert api["7"]["inputs"] == {"upscale_method": "area", "megapixels": 0.5,
+                                  "resolution_steps": values[2] if len(values) > 2 else 1}
