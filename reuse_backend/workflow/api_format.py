@@ -2,8 +2,9 @@
 
 An API prompt names no types: output types come from the host's /object_info when it is given
 (the route passes the running host's), else from node_types.KNOWN_OUTPUTS; a node of an
-unknown class is reported, never guessed. New node ids continue after the largest integer id
-(an id of a flattened subgraph such as "128:89" counts by its last part).
+unknown class is reported, never guessed. New node ids continue after the largest integer in
+any id: a flattened subgraph's id such as "324:307" counts by every part, so a new id is never
+the prefix of a subgraph's inner ids ("324", which no node of the prompt holds itself).
 """
 from __future__ import annotations
 
@@ -56,9 +57,9 @@ def flat_nodes(doc: dict, info: dict | None = None) -> dict:
 def _next_id(doc: dict) -> int:
     best = 0
     for k in doc:
-        last = str(k).rsplit(":", 1)[-1]
-        if last.isdigit():
-            best = max(best, int(last))
+        for part in str(k).split(":"):
+            if part.isdigit():
+                best = max(best, int(part))
     return best + 1
 
 

@@ -240,6 +240,25 @@ def test_api_format():
     assert again == new and not rep["changed"]
 
 
+def test_api_format_new_ids_never_prefix_a_subgraphs_inner_ids():
+    # the InfiniteTalk template converted to API format: subgraph instance 324's inner nodes are
+    # "324:307".."324:323" (no node "324" itself): the last parts alone would give the Session "324"
+    api = {"324:308": {"class_type": "CLIPLoader", "inputs": {"clip_name": "t.safetensors", "type": "wan"}},
+           "324:312": {"class_type": "CLIPTextEncode", "inputs": {"clip": ["324:308", 0], "text": "a"}},
+           "324:307": {"class_type": "UNETLoader", "inputs": {"unet_name": "m", "weight_dtype": "default"}},
+           "24": {"class_type": "EmptyLatentImage", "inputs": {"width": 8, "height": 8, "batch_size": 1}},
+           "324:322": {"class_type": "KSampler", "inputs": {"model": ["324:307", 0], "positive": ["324:312", 0],
+                                                            "negative": ["324:312", 0], "latent_image": ["24", 0],
+                                                            "seed": 3}}}
+    new, rep = instrument(api, name_hint="api")
+    added = sorted(set(new) - set(api), key=int)
+    assert added == ["325", "326"], added
+    assert new["325"]["class_type"] == "SeedReuseSession" and new["326"]["inputs"]["session"] == ["325", 0]
+    assert new["324:322"]["inputs"]["positive"] == ["326", 0]
+    again, rep = instrument(new)
+    assert again == new and not rep["changed"]
+
+
 @pytest.mark.parametrize("name", TEMPLATES)
 def test_official_templates_are_idempotent_and_wrap_the_widest_point(name):
     import importlib.resources
