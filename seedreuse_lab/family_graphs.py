@@ -4,23 +4,25 @@ Each builder returns the TEST graph: real host nodes for everything the host can
 diffusion models, VAEs, samplers, latents), the stock CLIP vision (ViT-H) and audio-encoder
 (wav2vec2 base) nodes with the full-size random-weight files of encoder_models.py in the
 InfiniteTalk graphs, and the stand-ins of seedreuse_lab/stand_in_nodes for the text encoders
-(umT5-XXL, Qwen2.5-VL: too big for this machine) and for WanInfiniteTalkToVideo (missing on 0.3.75).
-``to_stock(prompt, names)`` turns a test graph into the user's graph: every stand-in becomes
-the stock node it stands for (CLIPLoader type wan / qwen_image, CLIPTextEncode,
-TextEncodeQwenImageEdit, CLIPVisionLoader/Encode, AudioEncoderLoader/Encode, LoadAudio,
-ModelPatchLoader, WanInfiniteTalkToVideo), taps and inspects are removed, and the tiny model
-files are renamed to the real ones. The example workflows in example_workflows/ are built that
-way (seedreuse_lab/tools/make_family_examples.py), so the tested graph and the shipped one have the
-same structure.
-
-Node ids are fixed strings (namespaces below) so tests can address nodes.
+(umT5-XXL, Qwen2.5-VL: too big for this machine). WanInfiniteTalkToVideo: ``talk="stock"`` on a host
+that has it (0.33: stock ModelPatchLoader + node with the tiny patch and I2V of infinitetalk_models.py,
+SeedReuseTestInfiniteTalkProbe reporting what it did), ``talk="standin"`` where it is missing (0.3.75).
+``to_stock(prompt, names)`` turns a test graph into the user's graph: every stand-in becomes the
+stock node it stands for (CLIPLoader type wan / qwen_image, CLIPTextEncode, TextEncodeQwenImageEdit,
+CLIPVisionLoader/Encode, AudioEncoderLoader/Encode, LoadAudio, ModelPatchLoader,
+WanInfiniteTalkToVideo), taps, probes and inspects are removed, and the tiny model files are renamed
+to the real ones. The example workflows in example_workflows/ are built that way
+(seedreuse_lab/tools/make_family_examples.py): the tested graph and the shipped one have one
+structure. Node ids are fixed strings (namespaces below) so tests can address nodes.
 """
 from __future__ import annotations
 
+import json
 from types import SimpleNamespace
 
 from . import family_models as fm
 from . import graphs
+from . import infinitetalk_models as im
 from . import tiny_models as tm
 
 SESSION = "100"
@@ -216,13 +218,14 @@ IT = SimpleNamespace(UNET="1", VAE="2", TEXT_LOADER="3", POS="4", NEG="5", CV_LO
                      DECODE="15", VIDEO="16", SAVE="17", R_POS="101", R_CV="105", R_AUDIO="106",
                      START="200", TAP_FEATURES="201", TAP_MOTION="203", SEG_TALK="204",
                      SEG_SAMPLER="205", SEG_DECODE="206", TAP_IMAGES="207", BOUNDARY="208", END="209", MERGE="210",
-                     TAP_TRACK="211")
+                     TAP_TRACK="211", PROBE="18", SEG_PROBE="212")
+TALK_MODELS = {"standin": (tm.I2V, fm.INFINITETALK_PATCH), "stock": (im.I2V_TALK, im.PATCH)}  # unet, patch
 
 
 def _infinitetalk_common(p, image_name, prompt_text, *, seconds, sample_rate, frequency, unet, vae, text_encoder,
                          clip_vision, audio_encoder, model_patch, crop, encoders, audio_file,
-                         audio_encode_title=None) -> None:
-    p[IT.UNET] = _n("UNETLoader", {"unet_name": unet, "weight_dtype": "default"})
+                         audio_encode_title=None, talk="standin") -> None:
+    p[IT.UNET] = _n("UNETLoader", {"unet_name": unet or TALK_MODELS[talk][0], "weight_dtype": "default"})
     p[IT.VAE] = _n("VAELoader", {"vae_name": vae})
     p[IT.TEXT_LOADER] = _n("SeedReuseTestTextEncoderLoader", {"clip_name": text_encoder, "work_ms": 0})
     p[IT.POS] = _n("SeedReuseTestTextEncode", {"clip": link(IT.TEXT_LOADER), "text": prompt_text, "work_ms": 0},
@@ -237,7 +240,20 @@ def _infinitetalk_common(p, image_name, prompt_text, *, seconds, sample_rate, fr
                                 audio_file=audio_file, title="Speech")
     graphs.audio_encoder_nodes(p, IT.AUDIO_LOADER, IT.AUDIO_ENCODE, audio, encoders=encoders,
                                audio_encoder=audio_encoder, title=audio_encode_title)
-    p[IT.PATCH] = _n("SeedReuseTestModelPatchLoader", {"name": model_patch})
+    p[IT.PATCH] = _n("ModelPatchLoader" if talk == "stock" else "SeedReuseTestModelPatchLoader",
+                     {"name": model_patch or TALK_MODELS[talk][1]})
+
+
+def _talk(p: dict, nid: str, probe_id: str, talk: str, inputs: dict) -> list:
+    """WanInfiniteTalkToVideo at nid: the stand-in, or the stock node followed by the probe that
+    reports what it did. Returns the link of the MODEL the sampler reads."""
+    p[nid] = _n("WanInfiniteTalkToVideo" if talk == "stock" else "SeedReuseTestInfiniteTalkToVideo", inputs)
+    if talk == "standin":
+        return link(nid, 0)
+    keep = ("model_patch", "audio_encoder_output_1", "length", "motion_frame_count", "previous_frames")
+    p[probe_id] = _n("SeedReuseTestInfiniteTalkProbe", {"value": link(nid, 0), "trim_image": link(nid, 4),
+                                                        **{k: inputs[k] for k in keep if k in inputs}})
+    return link(probe_id)
 
 
 def _talk_inputs(*, positive, negative, width, height, length, audio, motion_frame_count, previous_frames=None):
@@ -245,17 +261,15 @@ def _talk_inputs(*, positive, negative, width, height, length, audio, motion_fra
          "negative": negative, "vae": link(IT.VAE), "width": width, "height": height, "length": length,
          "clip_vision_output": link(IT.R_CV), "start_image": link(IT.IMAGE), "audio_encoder_output_1": audio,
          "motion_frame_count": motion_frame_count, "audio_scale": 1.0}
-    if previous_frames is not None:
-        d["previous_frames"] = previous_frames
-    return d
+    return d if previous_frames is None else {**d, "previous_frames": previous_frames}
 
 
 def infinitetalk_clip(image_name: str, seed: int, prompt_text: str = "a person talking", *,
                       cache_name="infinitetalk_clip", reuse="auto", width=64, height=64, length=9,
                       motion_frame_count=9, fps=25.0, steps=2, cfg=1.0, sample_rate=16000, frequency=220.0,
-                      seconds: float | None = None, sampler_name="euler", scheduler="simple", unet=tm.I2V,
+                      seconds: float | None = None, sampler_name="euler", scheduler="simple", unet=None,
                       vae=tm.VAE, text_encoder=tm.TEXT_ENCODER, clip_vision=None, audio_encoder=None,
-                      model_patch=fm.INFINITETALK_PATCH, crop="center", encoders="stock", audio_file=None,
+                      model_patch=None, crop="center", encoders="stock", audio_file=None, talk="standin",
                       filename_prefix="seedreuse/infinitetalk_clip") -> dict:
     """One InfiniteTalk clip (the template's "InfiniteTalk (Base Generation)"): the whole audio
     track is encoded once and reused with the text and CLIP vision outputs; the node takes the
@@ -266,12 +280,12 @@ def infinitetalk_clip(image_name: str, seed: int, prompt_text: str = "a person t
     _infinitetalk_common(p, image_name, prompt_text, seconds=seconds or length / fps, sample_rate=sample_rate,
                          frequency=frequency, unet=unet, vae=vae, text_encoder=text_encoder, clip_vision=clip_vision,
                          audio_encoder=audio_encoder, model_patch=model_patch, crop=crop, encoders=encoders,
-                         audio_file=audio_file)
+                         audio_file=audio_file, talk=talk)
     audio = _reuse(p, IT.R_AUDIO, "AudioFeatures", "audio_features", link(IT.AUDIO_ENCODE))
-    p[IT.TALK] = _n("SeedReuseTestInfiniteTalkToVideo", _talk_inputs(
+    model = _talk(p, IT.TALK, IT.PROBE, talk, _talk_inputs(
         positive=link(IT.R_POS), negative=link(IT.NEG), width=width, height=height, length=length, audio=audio,
         motion_frame_count=motion_frame_count))
-    p[IT.SAMPLER] = _n("KSampler", {"model": link(IT.TALK, 0), "seed": int(seed), "steps": steps, "cfg": cfg,
+    p[IT.SAMPLER] = _n("KSampler", {"model": model, "seed": int(seed), "steps": steps, "cfg": cfg,
                                     "sampler_name": sampler_name, "scheduler": scheduler,
                                     "positive": link(IT.TALK, 1), "negative": link(IT.TALK, 2),
                                     "latent_image": link(IT.TALK, 3), "denoise": 1.0})
@@ -285,9 +299,9 @@ def infinitetalk_clip(image_name: str, seed: int, prompt_text: str = "a person t
 def infinitetalk_segments(image_name: str, seed: int, prompt_text: str = "a person talking", *,
                           cache_name="infinitetalk_segments", reuse="auto", prefix_segments=0, F=9, M=5,
                           total_frames=17, fps=25.0, width=64, height=64, steps=2, cfg=1.0, sample_rate=16000,
-                          frequency=220.0, sampler_name="euler", scheduler="simple", unet=tm.I2V, vae=tm.VAE,
+                          frequency=220.0, sampler_name="euler", scheduler="simple", unet=None, vae=tm.VAE,
                           text_encoder=tm.TEXT_ENCODER, clip_vision=None, audio_encoder=None,
-                          model_patch=fm.INFINITETALK_PATCH, crop="center", taps=True, encoders="stock",
+                          model_patch=None, crop="center", taps=True, encoders="stock", talk="standin",
                           audio_file=None, filename_prefix="seedreuse/infinitetalk") -> dict:
     """A long InfiniteTalk video as a SeedReuse Segment Loop. Outside the loop, once: the text,
     CLIP vision and the WHOLE audio track's encoder output, each through Encode or Reuse (slots
@@ -306,7 +320,7 @@ def infinitetalk_segments(image_name: str, seed: int, prompt_text: str = "a pers
     _infinitetalk_common(p, image_name, prompt_text, seconds=total_frames / fps, sample_rate=sample_rate,
                          frequency=frequency, unet=unet, vae=vae, text_encoder=text_encoder, clip_vision=clip_vision,
                          audio_encoder=audio_encoder, model_patch=model_patch, crop=crop, encoders=encoders,
-                         audio_file=audio_file, audio_encode_title="Encode the whole track")
+                         audio_file=audio_file, audio_encode_title="Encode the whole track", talk=talk)
     track = _reuse(p, IT.R_AUDIO, "AudioFeatures", "audio_features", link(IT.AUDIO_ENCODE))
     if taps:
         p[IT.TAP_TRACK] = _n("SeedReuseTestTap", {"value": track, "label": "track_features"})
@@ -321,10 +335,10 @@ def infinitetalk_segments(image_name: str, seed: int, prompt_text: str = "a pers
         p[IT.TAP_MOTION] = _n("SeedReuseTestTap", {"value": motion, "label": "previous_frames"})
         p[IT.TAP_IMAGES] = _n("SeedReuseTestTap", {"value": images, "label": "images"})
         seg_features, motion, images = link(IT.TAP_FEATURES), link(IT.TAP_MOTION), link(IT.TAP_IMAGES)
-    p[IT.SEG_TALK] = _n("SeedReuseTestInfiniteTalkToVideo", _talk_inputs(
+    model = _talk(p, IT.SEG_TALK, IT.SEG_PROBE, talk, _talk_inputs(
         positive=link(IT.R_POS), negative=link(IT.NEG), width=width, height=height, length=link(IT.START, 3),
         audio=seg_features, motion_frame_count=M, previous_frames=motion))
-    p[IT.SEG_SAMPLER] = _n("KSampler", {"model": link(IT.SEG_TALK, 0), "seed": link(IT.START, 6), "steps": steps,
+    p[IT.SEG_SAMPLER] = _n("KSampler", {"model": model, "seed": link(IT.START, 6), "steps": steps,
                                         "cfg": cfg, "sampler_name": sampler_name, "scheduler": scheduler,
                                         "positive": link(IT.SEG_TALK, 1), "negative": link(IT.SEG_TALK, 2),
                                         "latent_image": link(IT.SEG_TALK, 3), "denoise": 1.0})
@@ -353,16 +367,14 @@ STOCK = {
     "SeedReuseTestInfiniteTalkToVideo": ("WanInfiniteTalkToVideo", {"audio_encoder_output_2": None,
                                                                     "mask_1": None, "mask_2": None}, {}),
 }
-PASS_THROUGH = ("SeedReuseTestTap",)
+PASS_THROUGH = ("SeedReuseTestTap", "SeedReuseTestInfiniteTalkProbe")
 DROP = ("SeedReuseTestInspect",)
 
 
 def to_stock(prompt: dict, file_names: dict[str, str], audio_file: str = "speech.wav") -> dict:
-    """The user's graph: stand-ins -> stock nodes, taps/inspects removed, tiny model files renamed
-    (``file_names``: tiny file name -> real file name)."""
-    import copy
-
-    p = copy.deepcopy(prompt)
+    """The user's graph: stand-ins -> stock nodes, taps/inspects/probes removed, tiny model files
+    renamed (``file_names``: tiny file name -> real file name)."""
+    p = json.loads(json.dumps(prompt))
     for nid in [k for k, v in p.items() if v["class_type"] in DROP]:
         p.pop(nid)
     for nid in [k for k, v in p.items() if v["class_type"] in PASS_THROUGH]:
@@ -375,11 +387,7 @@ def to_stock(prompt: dict, file_names: dict[str, str], audio_file: str = "speech
         ct = node["class_type"]
         if ct in STOCK:
             stock, renames, extra = STOCK[ct]
-            ins = {}
-            for k, v in node["inputs"].items():
-                k2 = renames.get(k, k)
-                if k2 is not None:
-                    ins[k2] = v
+            ins = {renames.get(k, k): v for k, v in node["inputs"].items() if renames.get(k, k) is not None}
             ins.update(extra)
             if ct == "SeedReuseTestSineAudio":
                 ins = {"audio": audio_file}

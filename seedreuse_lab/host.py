@@ -96,6 +96,19 @@ def module_env(*, with_comfyui: bool = False, base: dict | None = None) -> dict:
     return env
 
 
+def has_stock_infinitetalk() -> bool:
+    """True when the host has the stock InfiniteTalk nodes: WanInfiniteTalkToVideo
+    (comfy_extras/nodes_wan.py) and ModelPatchLoader's MultiTalk patch
+    (comfy_extras/nodes_model_patch.py); ComfyUI 0.33 has both, 0.3.75 neither. Read from the
+    host's source (no ComfyUI import); the tests also check the running worker registers the node."""
+    try:
+        extras = comfyui_dir() / "comfy_extras"
+        return ('node_id="WanInfiniteTalkToVideo"' in (extras / "nodes_wan.py").read_text()
+                and "class MultiTalkModelPatch" in (extras / "nodes_model_patch.py").read_text())
+    except (OSError, HostNotFound):
+        return False
+
+
 def has_cache_provider_api() -> bool:
     """True when the host has ComfyUI's external cache-provider API (``comfy_api.latest.Caching``
     with ``register_provider``; ComfyUI 0.33 has it, 0.3.75 does not). Read from the host's

@@ -148,6 +148,23 @@ def linear_interpolation(features: torch.Tensor, input_fps: float, output_fps: f
     return out.transpose(1, 2)
 
 
+def interpolated_features(out: dict) -> torch.Tensor:
+    """An audio-encoder output as WanInfiniteTalkToVideo reads it: all layers but the first,
+    50 Hz -> 25 fps, [T, layers, C]."""
+    layers = torch.stack(out["encoded_audio_all_layers"], dim=0).squeeze(1)[1:]   # [layers, T, C]
+    return linear_interpolation(layers, 50, 25).movedim(0, 1)
+
+
+def feature_window(encoded: list, start: int, end: int) -> list:
+    """comfy/ldm/wan/model_multitalk.get_audio_embeds' window [start, end) (without its +-2 frame
+    context): features shorter than end are padded with their FIRST frame repeated ("most likely
+    silence"); the node does not fail."""
+    frames = int(encoded[0].shape[0])
+    if end > frames:
+        encoded = [torch.cat([e, e[:1].repeat(end - frames, *([1] * (e.dim() - 1)))], dim=0) for e in encoded]
+    return [e[start:end] for e in encoded]
+
+
 def _sha(t: torch.Tensor) -> str:
     t = t.detach().to("cpu")
     return hashlib.sha256(_tensor_bytes(t) + str(t.dtype).encode()).hexdigest()
@@ -246,8 +263,7 @@ class SeedReuseTestInfiniteTalkToVideo(io.ComfyNode):
         for out in (audio_encoder_output_1, audio_encoder_output_2):
             if out is None:
                 continue
-            layers = torch.stack(out["encoded_audio_all_layers"], dim=0).squeeze(1)[1:]   # [layers, T, C]
-            encoded.append(linear_interpolation(layers, 50, 25).movedim(0, 1))              # [T, layers, C]
+            encoded.append(interpolated_features(out))                                      # [T, layers, C]
         if len(encoded) > 1:   # "add": the speakers one after the other
             total = sum(e.shape[0] for e in encoded)
             full, off = [], 0
@@ -272,13 +288,8 @@ class SeedReuseTestInfiniteTalkToVideo(io.ComfyNode):
             audio_end = length
             motion_latent = concat_latent_image[:, :, :1]
 
-        # comfy/ldm/wan/model_multitalk.get_audio_embeds: features shorter than audio_end are padded
-        # with their FIRST frame repeated ("most likely silence"); the node does not fail
         feature_frames = int(encoded[0].shape[0])
-        if audio_end > feature_frames:
-            encoded = [torch.cat([e, e[:1].repeat(audio_end - feature_frames, *([1] * (e.dim() - 1)))], dim=0)
-                       for e in encoded]
-        window = [e[audio_start:audio_end] for e in encoded]
+        window = feature_window(encoded, audio_start, audio_end)
         topts = model_patched.model_options.setdefault("transformer_options", {})
         topts["audio_embeds"] = window[0]
         topts["seedreuse_test_motion_latent"] = motion_latent
