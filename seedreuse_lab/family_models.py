@@ -77,13 +77,12 @@ def ensure_family_models(timeout: float = 900) -> tm.TinyModels:
         line = [ln for ln in proc.stdout.splitlines() if ln.startswith("SEEDREUSE_FAMILY_MODELS ")]
         report = json.loads(line[-1].split(" ", 1)[1]) if line else {}
         report["subprocess_s"] = round(seconds, 3)
+        report["comfyui"] = host.comfyui_version()
         (tmp / "report.json").write_text(json.dumps(report, indent=1))
         shutil.rmtree(final, ignore_errors=True)
         os.replace(tmp, final)
-        # older generator versions are large: keep only the current one
-        for old in tm.CACHE_BASE.glob("family-*"):
-            if old.is_dir() and old.name != digest and ".tmp-" not in old.name:
-                shutil.rmtree(old, ignore_errors=True)
+        # older generator versions are large: keep only the current one of this host
+        tm.prune_older("family-", digest)
         return tm.TinyModels(models, True, seconds, report)
 
 

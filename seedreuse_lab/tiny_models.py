@@ -107,8 +107,9 @@ def generate_cached(digest: str, module: str, files: set, marker: str, *, timeou
     """Run generator ``module`` (seedreuse_lab.<module> <comfyui_dir> <out_models_dir>) once into
     CACHE_BASE/<digest>/models, under a lock (safe from concurrent processes); later calls return
     the cached files. ``marker`` prefixes the generator's JSON report line on stdout. With
-    ``prune_prefix``, other finished versions named <prune_prefix>* are removed (large files);
-    with ``checksums``, the report records each file's sha256."""
+    ``prune_prefix``, other finished versions named <prune_prefix>* generated for THIS host's
+    ComfyUI version are removed (large files; see prune_older); with ``checksums``, the report
+    records each file's sha256."""
     final = CACHE_BASE / digest
     models = final / "models"
     CACHE_BASE.mkdir(parents=True, exist_ok=True)
@@ -131,13 +132,30 @@ def generate_cached(digest: str, module: str, files: set, marker: str, *, timeou
         line = [ln for ln in proc.stdout.splitlines() if ln.startswith(marker + " ")]
         report = json.loads(line[-1].split(" ", 1)[1]) if line else {}
         report["subprocess_s"] = round(seconds, 3)
+        report["comfyui"] = host.comfyui_version()
         if checksums:       # small files: their sha256 in the report
             report["sha256"] = {f"{f}/{n}": _sha256(tmp / "models" / f / n) for f, n in sorted(files)}
         (tmp / "report.json").write_text(json.dumps(report, indent=1))
         shutil.rmtree(final, ignore_errors=True)
         os.replace(tmp, final)
         if prune_prefix:
-            for old in CACHE_BASE.glob(prune_prefix + "*"):
-                if old.is_dir() and old.name != digest and ".tmp-" not in old.name:
-                    shutil.rmtree(old, ignore_errors=True)
+            prune_older(prune_prefix, digest)
         return TinyModels(models, True, seconds, report)
+
+
+def prune_older(prefix: str, keep: str) -> None:
+    """Remove the finished CACHE_BASE/<prefix>* versions other than ``keep`` that were generated
+    for this host's ComfyUI version (report.json "comfyui"; a version without it counts as this
+    host's). Another host's files stay: the two hosts share the cache and a suite of the other
+    host may be reading them. Not guaranteed: a run of this host still holding an older version
+    of the same generator loses it (as before)."""
+    here = host.comfyui_version()
+    for old in CACHE_BASE.glob(prefix + "*"):
+        if not old.is_dir() or old.name == keep or ".tmp-" in old.name:
+            continue
+        try:
+            made_for = json.loads((old / "report.json").read_text()).get("comfyui", here)
+        except (OSError, ValueError):
+            made_for = here
+        if made_for == here:
+            shutil.rmtree(old, ignore_errors=True)

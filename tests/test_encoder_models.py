@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import struct
 
 import pytest
@@ -58,3 +59,25 @@ def test_generated_once(enc):
     again = em.ensure_encoder_models()
     assert again.generated is False and again.root == enc.root
     assert enc.path("clip_vision", em.CLIP_VISION_H).stat().st_size == enc.report["built"]["clip_vision"]["bytes"]
+
+
+def test_pruning_keeps_the_other_hosts_versions(tmp_path):
+    """The two hosts share <repo>/.cache/tiny-models: a new version prunes only the older ones
+    generated for the same ComfyUI version (report "comfyui"; none = this host's), never the
+    other host's a suite of it may be reading, nor unfinished ones. Real dirs, a child process
+    with its own SEEDREUSE_TINY_MODELS_CACHE."""
+    import subprocess
+
+    from seedreuse_lab import host
+
+    here = host.comfyui_version()
+    for name, made_for in (("x-keep", here), ("x-same", here), ("x-other", here + "-other"), ("x-nokey", None)):
+        (tmp_path / name).mkdir()
+        report = {} if made_for is None else {"comfyui": made_for}
+        (tmp_path / name / "report.json").write_text(json.dumps(report))
+    (tmp_path / "x-new.tmp-123").mkdir()
+    env = host.module_env(base={**os.environ, "SEEDREUSE_TINY_MODELS_CACHE": str(tmp_path)})
+    subprocess.run([host.python_executable(), "-c",
+                    "from seedreuse_lab import tiny_models as tm; tm.prune_older('x-', 'x-keep')"],
+                   env=env, cwd=str(host.REPO_ROOT), check=True, timeout=120)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["x-keep", "x-new.tmp-123", "x-other"]
