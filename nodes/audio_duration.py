@@ -10,10 +10,10 @@ time". Results are kept per (path, size, mtime), so a dry run after every edit d
 """
 from __future__ import annotations
 
-import math
 import os
 
 from ..reuse_backend.keys.graph_key import is_link
+from ..reuse_backend.media.segment_trim import audio_frames
 from . import host
 
 MAX_AUDIO_BYTES = 512 * 1024 * 1024
@@ -65,7 +65,4 @@ def audio_total_frames(view, start_id: str, fps: float) -> int:
     if not path:
         return 0
     samples, rate = samples_of(path)
-    if samples <= 0 or rate <= 0 or fps <= 0:
-        return 0
-    seconds = samples / float(rate)
-    return max(1, math.ceil(seconds * fps - 1e-9))   # as Segment Loop Start computes it
+    return audio_frames(samples, rate, fps)   # as Segment Loop Start computes it

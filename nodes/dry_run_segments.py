@@ -1,7 +1,9 @@
 """The dry run's answer for one Segment Loop Start (nodes/dry_run.py calls it for each loop).
 
 Read-only, from the manifest alone (the requested N is planned in full, as execution plans
-it): the segment count, P(N) per N, the N a resume accepts, and for each kept take its
+it): the segment count, P(N) per N, the N a resume accepts, the planned frame count
+(``frames`` = P(S), ``output_frames`` after the last segment's surplus past the audio's end is
+trimmed, ``trim`` = media/segment_trim.TrimPlan with what is cut or why nothing is), and for each kept take its
 segments with their validity for the current graph and its longest valid prefix
 (media/segment_report.py). ``prefix_frames_by_n`` lists at most ``MAX_LISTED_SEGMENTS`` entries.
 """
@@ -11,6 +13,7 @@ from ..reuse_backend.errors import CorruptCacheError, InvalidRequestError, Reuse
 from ..reuse_backend.media import segments
 from ..reuse_backend.media.segment_plan import RESULT_FILE, SECTION, make_spec, plan_resume, valid_prefixes
 from ..reuse_backend.media.segment_report import assumed_request, takes_report
+from ..reuse_backend.media.segment_trim import plan_trim
 from ..reuse_backend.media.segment_takes import choose, read_takes
 from ..reuse_backend.store import Cache, roots
 from .audio_duration import audio_total_frames
@@ -108,6 +111,13 @@ def segment_answer(view, nid, snaps, ends: dict | None = None) -> dict:
             return out
         spec = make_spec(F, M, fps, total)
         out["S"] = spec.S
+        # the output's end: A = the audio file's frames (or the same track's, recorded by its last run)
+        audio_len = audio_total_frames(view, nid, fps) if audio_expected else None
+        if audio_len == 0 and recorded is not None and recorded == source.digest:
+            audio_len = int((section.get("trim") or {}).get("audio_frames") or 0)
+        trim = plan_trim(spec.S, F, M, fps, audio_len)
+        out.update({"frames": spec.total_frames, "output_frames": trim.output_frames if audio_len != 0 else None,
+                    "trim": trim.to_dict()})
         listed = min(spec.S, MAX_LISTED_SEGMENTS)   # P(N) = N*(F-M)+M; S may be millions
         out["prefix_frames_by_n"] = [segments.prefix_frames(i, F, M) for i in range(listed)]
         if listed < spec.S:

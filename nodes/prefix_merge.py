@@ -1,5 +1,9 @@
 """Prefix Merge: previous result's first P(N) frames + the new suffix, with the complete audio.
 
+The output video ends with its audio: the last segment's frames past the audio's end are cut
+from it (packet copy, media/segment_trim.py); the cache keeps the untrimmed result, so resumes and
+extensions chain from the untrimmed frames and boundaries.
+
 The prefix packets are stream-copied from the committed result (bit-exact, near-zero cost:
 every result has a keyframe at each segment start); only the new segments were encoded.
 The result is staged into the cache (published with the commit) and saved as a normal
@@ -12,6 +16,7 @@ import shutil
 import time
 
 
+from ..reuse_backend.errors import ReuseError
 from ..reuse_backend.media import segment_takes
 from ..reuse_backend.media import segments as seg
 from ..reuse_backend.media import video
@@ -40,7 +45,9 @@ class SeedReusePrefixMerge(io.ComfyNode):
             ],
             outputs=[
                 io.Video.Output("video", display_name="video", tooltip="The merged video (for Save Video or previews)."),
-                io.Int.Output("frame_count", display_name="frame_count", tooltip="Frames in the merged video."),
+                io.Int.Output("frame_count", display_name="frame_count",
+                              tooltip="Frames in the merged video (after the last segment's surplus past the "
+                                      "audio's end is trimmed)."),
                 io.String.Output("status", display_name="status", tooltip="How the video was assembled and how long the merge took."),
             ],
             is_output_node=True,
@@ -83,11 +90,17 @@ class SeedReusePrefixMerge(io.ComfyNode):
         for name, _ in state.chunks:  # chunks are work files, never part of a committed cache
             st.tx.discard_file(name)
         st.tx.add_file(RESULT_FILE)
+        h, w = _frame_size(segments)
+        folder, name, counter, subfolder, _ = host.save_path(filename_prefix, w, h)
+        file = f"{name}_{counter:05}_.mp4"
+        frames_out, trim_note = _save_output(out, os.path.join(folder, file), report.frames,
+                                             state.summary.get("trim") or {}, spec.fps)
         body = {
             "key": state.key, "spec": spec.to_dict(), "seed": state.seed, "reused_prefix_segments": n,
             "prefix_frames": prefix, "frames": report.frames, "prefix_mode": report.prefix_mode,
             "keyframes": list(report.keyframes), "has_audio": state.audio is not None,
             "segment_starts": [seg.prefix_frames(i, spec.F, spec.M) for i in range(spec.S)],
+            "output_frames": frames_out, "trim": {**(state.summary.get("trim") or {}), "outcome": trim_note},
             "merge_seconds": round(merge_s, 4), "created_at": time.time(),
             "take": state.summary.get("take", 1), "source_take": state.summary.get("source_take"),
             "validity": state.validity or None}
@@ -96,20 +109,46 @@ class SeedReusePrefixMerge(io.ComfyNode):
                                  body)
         segment_takes.publish_index(st.tx, new, state.kept_takes)
         st.new_content = True
-        h, w = _frame_size(segments)
-        folder, name, counter, subfolder, _ = host.save_path(filename_prefix, w, h)
-        file = f"{name}_{counter:05}_.mp4"
-        shutil.copyfile(out, os.path.join(folder, file))
-        status = (f"{report.frames} frames: " +
+        status = (f"{frames_out} frames: " +
                   (f"prefix of {prefix} frames {report.prefix_mode} from the previous result, " if n else "") +
-                  f"segments {n}..{spec.S - 1} new; merge {merge_s * 1000:.0f} ms")
+                  f"segments {n}..{spec.S - 1} new; merge {merge_s * 1000:.0f} ms; {trim_note}")
         for w_ in report.warnings:
             host.log.warning("seedreuse: %s", w_)
         host.send_event("seedreuse.merge", {"prompt_id": ctx.prompt_id, "cache": state.session.name,
-                                            "frames": report.frames, "prefix_mode": report.prefix_mode,
+                                            "frames": report.frames, "output_frames": frames_out,
+                                            "trim": trim_note, "prefix_mode": report.prefix_mode,
                                             "merge_seconds": merge_s, "status": status})
-        return io.NodeOutput(InputImpl.VideoFromFile(os.path.join(folder, file)), report.frames, status,
+        return io.NodeOutput(InputImpl.VideoFromFile(os.path.join(folder, file)), frames_out, status,
                              ui=ui.PreviewVideo([ui.SavedResult(file, subfolder, io.FolderType.output)]))
+
+
+def _save_output(result: str, dest: str, frames: int, trim: dict, fps: float) -> tuple[int, str]:
+    """Write the output video: the merged result cut to ``trim["output_frames"]`` when the plan
+    trims the last segment's surplus (segment_trim), else the result itself. Returns (its frames,
+    what was done or why nothing was cut). A cut that cannot be made is logged and the untrimmed
+    result is saved: the run and its cache stay good."""
+    want = trim.get("output_frames")
+    if not trim.get("trimmed"):
+        shutil.copyfile(result, dest)
+        note = trim.get("reason") or "not trimmed: no trim plan"
+        (host.log.warning if "not trimmed" in note else host.log.info)("seedreuse: %s", note)
+        return frames, note
+    if frames != trim.get("frames"):
+        why = f"the merged result has {frames} frames, the plan {trim.get('frames')}"
+    else:
+        try:
+            video.cut(dest, result, want, fps)
+        except ReuseError as e:
+            why = e.message
+        else:
+            note = (f"trimmed the last segment's {frames - want} surplus frame(s) past the audio's end: "
+                    f"{want} frames; the cache keeps all {frames}")
+            host.log.info("seedreuse: %s", note)
+            return want, note
+    shutil.copyfile(result, dest)
+    note = f"not trimmed: {why}; the video keeps all {frames} frames"
+    host.log.warning("seedreuse: %s", note)
+    return frames, note
 
 
 def _frame_size(segments) -> tuple[int, int]:

@@ -9,7 +9,6 @@ model nodes the host has.
 from __future__ import annotations
 
 import dataclasses
-import math
 import time
 
 from ..reuse_backend.errors import InvalidRequestError
@@ -17,6 +16,7 @@ from ..reuse_backend.media import segments, video
 from ..reuse_backend.media import segment_takes, segment_validity
 from ..reuse_backend.media.audio_features import slice_features
 from ..reuse_backend.media.segment_plan import longest_prefix, make_spec, plan_resume
+from ..reuse_backend.media.segment_trim import audio_frames, plan_trim
 from ..reuse_backend.media.segment_validity import audio_slice
 from . import host, transactions
 from .graph_view import (END_ID, PROMPT_ID, START_ID, GraphView, find_end_node, segment_audio_source_key,
@@ -90,14 +90,16 @@ class SeedReuseSegmentLoopStart(io.ComfyNode):
 
     @classmethod
     def _first_state(cls, session, F, M, total_frames, fps, seed, initial_frames, audio, audio_features) -> LoopState:
+        audio_len = None if audio is None else audio_frames(int(audio["waveform"].shape[-1]),
+                                                            int(audio["sample_rate"]), fps)
         if total_frames == 0:
             if audio is None:
                 raise InvalidRequestError("total_frames is 0 and no audio is connected",
                                           expected="total_frames > 0 or an audio input", actual=0,
                                           fix="set total_frames, or connect the audio that sets the duration")
-            seconds = audio["waveform"].shape[-1] / float(audio["sample_rate"])
-            total_frames = max(1, math.ceil(seconds * fps - 1e-9))
+            total_frames = max(1, audio_len)
         spec = make_spec(F, M, fps, total_frames)
+        trim = plan_trim(spec.S, F, M, fps, audio_len)   # the output's end; the cache keeps all P(S) frames
         uid = cls.hidden.unique_id
         ctx = transactions.current()
         view = GraphView(cls.hidden.prompt, cls.hidden.dynprompt, resolved=ctx.resolved)
@@ -133,7 +135,7 @@ class SeedReuseSegmentLoopStart(io.ComfyNode):
                    "source_take": src.number if src is not None else None,
                    "source_result": src.result if src is not None else None, "copy_audio": copy_audio,
                    "take": segment_takes.next_number(takes), "kept_takes": [t["take"] for t in kept],
-                   "started_at": time.time()}
+                   "trim": trim.to_dict(), "started_at": time.time()}
         host.send_event("seedreuse.segments", {"node": uid, "prompt_id": ctx.prompt_id,
                                                "cache": session.name, **summary})
         return LoopState(session=session, spec=spec, seed=int(seed), index=plan.N, first_index=plan.N,
@@ -216,13 +218,19 @@ class SeedReuseSegmentLoopEnd(io.ComfyNode):
         i = state.index
         st = transactions.current().transaction(state.session.root, state.session.name)
         new = segment.images if i == 0 else segment.images[spec.M:]
-        name = f"chunk_{i:05d}.mp4"
-        path = st.tx.stage_path(name)
-        with st.tx.writing(f"write {name}"):   # a lost lock or a full disk is reported as such
-            video.write_chunk(path, new, spec.fps)
+        keep = (state.summary.get("trim") or {}).get("output_frames", 0) - segments.new_frames_range(i, spec.F, spec.M)[0]
+        # the last segment's surplus (past the audio's end) is a chunk of its own: the output ends at a
+        # keyframe and is a packet copy of the result (segment_trim); the cached result keeps every frame
+        parts = [new[:keep], new[keep:]] if i == spec.S - 1 and 0 < keep < new.shape[0] else [new]
+        chunks = state.chunks
+        for part, name in zip(parts, (f"chunk_{i:05d}.mp4", f"chunk_{i:05d}_surplus.mp4")):
+            path = st.tx.stage_path(name)
+            with st.tx.writing(f"write {name}"):   # a lost lock or a full disk is reported as such
+                video.write_chunk(path, part, spec.fps)
+            chunks += ((name, path),)
         host.progress_bar(spec.S).update_absolute(i + 1, spec.S)
         host.throw_if_interrupted()
-        state = dataclasses.replace(state, chunks=state.chunks + ((name, path),))
+        state = dataclasses.replace(state, chunks=chunks)
         if i + 1 < spec.S:
             nxt = dataclasses.replace(state, index=i + 1,
                                       motion_frames=segment.images[segment.images.shape[0] - spec.M:],

@@ -73,10 +73,27 @@ def _copy_blocker(src, P: int, fps: Fraction, ref: VideoInfo) -> str | None:
         return None
 
 
+def _decode_delay(src, fps: Fraction) -> int:
+    """Frames between the first packet's display and decode time (x264: 2 with B-frames; 0 for a
+    chunk of 1 or 2 frames, which x264 codes without reordering)."""
+    with _open(src) as c:
+        for p in c.demux(c.streams.video[0]):
+            if p.size:
+                t = _ts(p, fps)
+                return 0 if t is None else max(0, t[0] - t[1])
+    return 0
+
+
 def _copied(pieces, fps: Fraction, ov, keyframes: list):
-    """Packet-copy each (source, frames) piece in order, re-based so frame k has pts k."""
+    """Packet-copy each (source, frames) piece in order, re-based so frame k has pts k. A piece
+    with a shorter decode delay than the longest one's has its dts moved earlier by the
+    difference (a constant per piece: its decode order is kept and dts <= pts still holds), so
+    dts increase across every join (a 1-frame chunk after a B-frame chunk would otherwise
+    repeat a dts)."""
     tb, offset, last = 1 / fps, 0, None
-    for src, count in pieces:
+    delays = [_decode_delay(src, fps) for src, _ in pieces]
+    longest = max(delays, default=0)
+    for (src, count), delay in zip(pieces, delays):
         n = 0
         with _open(src) as c:
             v = c.streams.video[0]
@@ -90,7 +107,7 @@ def _copied(pieces, fps: Fraction, ov, keyframes: list):
                 i, d = t
                 if i >= count:
                     break  # a prefix: from the cut on, the packets belong to the old suffix
-                d += offset
+                d += offset - (longest - delay)
                 if last is not None and d <= last:
                     raise ReuseError("decode timestamps would not increase across a join",
                                      expected=f"dts > {last}", actual=d,
@@ -200,3 +217,33 @@ def merge(out_path, *, chunks, prefix_source=None, prefix_frames: int = 0, audio
     return MergeReport(frames=sum(n for _, n in pieces), prefix_mode=mode,
                        seconds=time.perf_counter() - t0, keyframes=sorted(keyframes),
                        warnings=warnings)
+
+
+def cut(out_path, src, frames: int, fps) -> MergeReport:
+    """The first ``frames`` frames of ``src`` with every audio packet of ``src``, by packet copy
+    (no decode, no encode). ``src`` needs a keyframe at ``frames`` that nothing before it is
+    decoded after (a chunk boundary of :func:`merge`'s output: Segment Loop End splits the last
+    segment's chunk where the output ends); otherwise nothing is written and the error says why."""
+    fps, t0 = _fps(fps), time.perf_counter()
+    info, P = probe(src), int(frames)
+    if not 0 < P <= info.frames:
+        raise _bad("cannot cut the video there", f"1..{info.frames} frames", P,
+                   "cut at most the video's own frame count")
+    reason = None if P == info.frames else _copy_blocker(src, P, fps, info)
+    if reason is not None:
+        raise _bad(f"the first {P} frames cannot be packet-copied ({reason})", f"a keyframe at frame {P}",
+                   reason, "split the chunk at that frame (write it as two chunks) before merging")
+    keyframes: list = []
+
+    def write(tmp):
+        with ExitStack() as stack:
+            out = stack.enter_context(av.open(tmp, "w", format="mp4"))
+            sc = stack.enter_context(_open(src))
+            out.metadata.update({k: v for k, v in sc.metadata.items() if k == "comment"})
+            ov = out.add_stream_from_template(sc.streams.video[0])
+            ov.time_base = 1 / fps
+            _mux_all(out, stack, _copied([(src, P)], fps, ov, keyframes), ("copy", src) if info.has_audio else None)
+
+    _finish(out_path, write)
+    return MergeReport(frames=P, prefix_mode="stream-copy", seconds=time.perf_counter() - t0,
+                       keyframes=sorted(keyframes))
