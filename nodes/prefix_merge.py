@@ -131,7 +131,7 @@ def _save_output(result: str, dest: str, frames: int, trim: dict, fps: float) ->
     if not trim.get("trimmed"):
         shutil.copyfile(result, dest)
         note = trim.get("reason") or "not trimmed: no trim plan"
-        (host.log.warning if "not trimmed" in note else host.log.info)("seedreuse: %s", note)
+        (host.log.warning if trim.get("blocked") else host.log.info)("seedreuse: %s", note)
         return frames, note
     if frames != trim.get("frames"):
         why = f"the merged result has {frames} frames, the plan {trim.get('frames')}"

@@ -23,7 +23,8 @@ class LoopState:
     motion_frames: object      # IMAGE the segment starts from (None: none given)
     motion_latent: object      # LATENT of those frames when the body provides it
     audio: object              # AUDIO of the whole video, or None
-    chunks: tuple = ()         # (name, path) of the staged chunk of each generated segment, in order
+    chunks: tuple = ()         # (name, path) of the staged chunks of the generated segments, in order
+                               # (the last segment's surplus past the audio's end is a chunk of its own)
     start_node: str = ""
     summary: dict = field(default_factory=dict)
     validity: dict = field(default_factory=dict)   # segment_validity.record() of this request

@@ -47,6 +47,7 @@ class TrimPlan:
     audio_frames: int | None    # A (None: no audio connected, 0: not known yet)
     reason: str                 # what is cut, or why nothing is
     last_start: int = 0         # first new frame of the last segment: P(S-1) (0 for S = 1)
+    blocked: bool = False       # the audio does not end inside the last segment's new frames
 
     @property
     def last_chunk_keep(self) -> int | None:
@@ -62,8 +63,8 @@ def plan_trim(S: int, F: int, M: int, fps: float, audio: int | None) -> TrimPlan
     total = segments.total_frames(S, F, M)
     last = segments.new_frames_range(S - 1, F, M)[0]
 
-    def keep(reason: str) -> TrimPlan:
-        return TrimPlan(total, total, 0, audio, reason, last)
+    def keep(reason: str, blocked: bool = False) -> TrimPlan:
+        return TrimPlan(total, total, 0, audio, reason, last, blocked)
 
     if audio is None:
         return keep(f"no audio connected: nothing to end the video at, it keeps all {total} frames")
@@ -73,13 +74,13 @@ def plan_trim(S: int, F: int, M: int, fps: float, audio: int | None) -> TrimPlan
     if audio > total:
         return keep(f"not trimmed: the audio ({sec}) is longer than the {S} segment(s) cover ({total} frames): "
                     f"the video ends {audio - total} frame(s) before its audio; set total_frames = 0 "
-                    f"(the length follows the audio) or >= {audio}")
+                    f"(the length follows the audio) or >= {audio}", True)
     if audio == total:
         return keep(f"the video ends with its audio ({sec}): nothing to trim")
     if audio <= last:
         return keep(f"not trimmed: the audio ({sec}) ends before the last segment's new frames "
                     f"({last}..{total - 1}); total_frames asks for whole segments past the audio "
-                    f"(set total_frames = 0 to follow the audio)")
+                    f"(set total_frames = 0 to follow the audio)", True)
     return TrimPlan(total, audio, total - audio, audio,
                     f"{total - audio} surplus frame(s) of the last segment will be trimmed: the merged video has "
                     f"{audio} frames ({audio / fps:.2f} s) and ends with its audio ({sec}); the cache keeps all "

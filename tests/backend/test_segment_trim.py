@@ -52,8 +52,9 @@ def test_why_nothing_is_trimmed():
     longer = plan_trim(S, F, M, 16.0, 32)
     assert (longer.output_frames, longer.trimmed) == (27, 0)
     assert "longer than the 4 segment(s) cover (27 frames)" in longer.reason and ">= 32" in longer.reason
+    assert longer.blocked and not none.blocked
     early = plan_trim(S, F, M, 16.0, 21)                           # ends where segment 3's new frames start
-    assert early.trimmed == 0 and "ends before the last segment's new frames (21..26)" in early.reason
+    assert early.trimmed == 0 and early.blocked and "ends before the last segment's new frames (21..26)" in early.reason
     assert plan_trim(S, F, M, 16.0, 22).trimmed == 5
     assert plan_trim(S, F, M, 16.0, 0).reason == "the audio's length is known at run time"
     assert audio_frames(0, 16_000, 16.0) == 0 and audio_frames(10, 0, 16.0) == 0
