@@ -6,7 +6,8 @@ Format-neutral: ``ui_format.py`` and ``api_format.py`` describe their graph as `
 A node is *tainted* when it samples or patches the model (``node_types.is_boundary``), takes a
 seed input (``seed``, ``noise_seed``) or a NOISE value, or has a tainted input: nothing at or
 after it may be restored from a cache. A node is *encoded* when it or an untainted ancestor runs
-an encoder on its inputs (takes a CLIP / CLIP_VISION / VAE / AUDIO_ENCODER), not counting what is
+an encoder on its inputs (``_is_encoder``: a CLIP, or a CLIP_VISION / VAE / AUDIO_ENCODER with
+a linked data input to encode), not counting what is
 only reached through an existing wrapper (that value is already restored from the cache). Every edge from an
 untainted node into a tainted one is a frontier edge; its value is wrapped when an Encode-or-Reuse
 variant carries its type and it is encoded (the widest wrap point: e.g. WanImageToVideo's outputs,
@@ -89,8 +90,25 @@ def _order(nodes: dict) -> list:
     return out
 
 
+# linked inputs that carry no data for an encoder to encode (models, primitives, sampler parts)
+_NOT_ENCODED = (nt.SILENT_TYPES - {"MASK", "VIDEO", "*"}) | {nt.SESSION_TYPE}
+
+
 def _is_encoder(n: FlatNode) -> bool:
-    return not nt.is_pack(n.class_type) and any(t in nt.ENCODER_MODEL_TYPES for t in n.in_types.values())
+    """The node runs an encoder on something: it takes a text encoder (CLIP: its text is always
+    encoded), or a VAE / CLIP vision / audio encoder together with a linked input of a data type
+    (an image, audio, a latent, a mask, or a link of unknown type). A node that only takes the
+    model and literals (Wan22ImageToVideoLatent with its start image bypassed: an empty latent
+    of the given size) encodes nothing, so its outputs are not encoder outputs."""
+    if nt.is_pack(n.class_type):
+        return False
+    models = {t for t in n.in_types.values() if t in nt.ENCODER_MODEL_TYPES}
+    if "CLIP" in models:
+        return True
+    if not models:
+        return False
+    return any(n.in_types.get(name) not in _NOT_ENCODED for name in n.links
+               if n.in_types.get(name) not in nt.ENCODER_MODEL_TYPES)
 
 
 def _label(n: FlatNode) -> str:

@@ -55,6 +55,9 @@ def flat_nodes(doc: dict, info: dict | None = None) -> dict:
 
 
 def _next_id(doc: dict) -> int:
+    """Above every integer part of every id: a new id "324" could otherwise equal the prefix of a
+    flattened subgraph's inner nodes ("324:307"), whose instance id the host's id scheme and the
+    expanded-node lookups read as that prefix."""
     best = 0
     for k in doc:
         for part in str(k).split(":"):

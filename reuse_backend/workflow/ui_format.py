@@ -70,6 +70,14 @@ def flat_nodes(wf: Workflow, ctxs: list, info: dict | None = None) -> dict:
     return out
 
 
+def subgraph_label(g) -> str:
+    """A subgraph definition named unambiguously: its display name and its definition id (two
+    definitions may share a display name, e.g. a template's two copies of one subgraph)."""
+    name = g.doc.get("name")
+    return f"{name} (subgraph {g.id})" if isinstance(name, str) and name.strip() and name != g.id \
+        else f"subgraph {g.id}"
+
+
 class Ids:
     """The file's one node-id and link-id counter."""
 
@@ -198,7 +206,7 @@ class Editor:
         slots.append({"label": SESSION_INPUT, "name": SESSION_INPUT, "type": nt.SESSION_TYPE, "link": None})
         slots[-1]["link"] = self.add_link(ctx.parent.graph, parent_src[0], parent_src[1], inst["id"],
                                           len(slots) - 1, nt.SESSION_TYPE)
-        self.session["threaded_into"].append(g.doc.get("name") or g.id)
+        self.session["threaded_into"].append(subgraph_label(g))
         return (SUBGRAPH_IN, len(ins) - 1)
 
     # ------------------------------------------------------------ wrappers

@@ -153,7 +153,7 @@ def test_subgraph_wraps_inside_and_brings_the_session_in():
     new, rep = instrument(doc, name_hint="sg")
     assert [(w["slot"], w["producer"]["node"], w["producer"].get("subgraph")) for w in rep["wrapped"]] == \
         [("positive", "1:12", "sg-1")]
-    assert rep["session"]["threaded_into"] == ["Encode"]
+    assert rep["session"]["threaded_into"] == ["Encode (subgraph sg-1)"]
     sub = new["definitions"]["subgraphs"][0]
     assert sub["inputs"][-1]["name"] == "seedreuse_session" and sub["inputs"][-1]["type"] == "SEEDREUSE_SESSION"
     wrapper = next(n for n in sub["nodes"] if n["type"] == "SeedReuseEncodeConditioning")
@@ -257,6 +257,72 @@ def test_api_format_new_ids_never_prefix_a_subgraphs_inner_ids():
     assert new["324:322"]["inputs"]["positive"] == ["326", 0]
     again, rep = instrument(new)
     assert again == new and not rep["changed"]
+
+
+def _template(name: str) -> dict:
+    import importlib.resources
+
+    import comfyui_workflow_templates_json as pkg       # requirements-test.txt
+    return json.loads((importlib.resources.files(pkg) / "templates" / f"{name}.json").read_text(encoding="utf-8"))
+
+
+def test_a_vae_node_with_nothing_to_encode_is_not_an_encoder():
+    """Wan22ImageToVideoLatent without a start image only makes an empty latent: not wrapped
+    (the 5B template ships its LoadImage bypassed); with the image linked, it is."""
+    def prompt(with_image: bool) -> dict:
+        p = {"1": {"class_type": "VAELoader", "inputs": {"vae_name": "v.safetensors"}},
+             "2": {"class_type": "Wan22ImageToVideoLatent",
+                   "inputs": {"vae": ["1", 0], "width": 64, "height": 64, "length": 5, "batch_size": 1}},
+             "3": {"class_type": "KSampler", "inputs": {"latent_image": ["2", 0], "seed": 1}}}
+        if with_image:
+            p["4"] = {"class_type": "LoadImage", "inputs": {"image": "a.png"}}
+            p["2"]["inputs"]["start_image"] = ["4", 0]
+        return p
+    new, rep = instrument(prompt(False))
+    assert not rep["changed"] and new == prompt(False) and rep["wrapped"] == []
+    _, rep = instrument(prompt(True))
+    assert [(w["slot"], w["producer"]["class_type"]) for w in rep["wrapped"]] == [("latent_image", "Wan22ImageToVideoLatent")]
+    # the official template: LoadImage bypassed (mode 4), so only its two prompts are encoder outputs
+    doc = _template("video_wan2_2_5B_ti2v")
+    assert any(n["type"] == "LoadImage" and n.get("mode") == 4 for n in doc["nodes"])
+    _, rep = instrument(doc)
+    assert sorted(w["producer"]["class_type"] for w in rep["wrapped"]) == ["CLIPTextEncode", "CLIPTextEncode"], rep
+    # the same file with the image switched on wraps the latent too
+    for n in doc["nodes"]:
+        if n["type"] == "LoadImage":
+            n["mode"] = 0
+    _, rep = instrument(doc)
+    assert "Wan22ImageToVideoLatent" in {w["producer"]["class_type"] for w in rep["wrapped"]}, rep
+
+
+def test_api_ids_never_collide_with_a_subgraph_prefix():
+    """A flattened subgraph's inner ids "324:307".. : a new id is above every part (not "324")."""
+    api = {"324:301": {"class_type": "CLIPLoader", "inputs": {"clip_name": "t.safetensors", "type": "wan"}},
+           "324:307": {"class_type": "CLIPTextEncode", "inputs": {"clip": ["324:301", 0], "text": "a"}},
+           "12": {"class_type": "KSampler", "inputs": {"positive": ["324:307", 0], "seed": 1}}}
+    new, rep = instrument(api)
+    added = sorted(set(new) - set(api), key=int)
+    assert added == ["325", "326"] and rep["session"]["node"] == "325", added
+    prefixes = {k.split(":")[0] for k in new if ":" in k}
+    assert not prefixes & set(added)
+    # the InfiniteTalk template, converted as the frontend does: no new id is a subgraph prefix
+    ui = _template("video_wan2_1_infinitetalk")
+    flat, _ = convert(ui, {})
+    flat = {k: n for k, n in flat.items() if isinstance(n.get("class_type"), str)}
+    new, rep = instrument(flat)
+    added = set(new) - set(flat)
+    assert added and not added & {k.split(":")[0] for k in flat if ":" in k}, sorted(added)
+
+
+def test_threaded_subgraphs_are_named_unambiguously():
+    """Two definitions with one display name are told apart by their definition ids."""
+    doc = _template("video_wan2_1_infinitetalk")
+    _, rep = instrument(doc)
+    threaded = rep["session"]["threaded_into"]
+    ids = {s["id"] for s in doc["definitions"]["subgraphs"]}
+    assert len(threaded) == len(set(threaded)) == 2, threaded
+    for label in threaded:
+        assert label.startswith("InfiniteTalk (Base Generation) (subgraph ") and label[:-1].rsplit(" ", 1)[-1] in ids
 
 
 @pytest.mark.parametrize("name", TEMPLATES)
