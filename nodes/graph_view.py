@@ -43,7 +43,7 @@ class GraphView:
 
 def own_skip_inputs(prompt_like, node_ids=None) -> dict:
     """Our own nodes' reuse controls never enter keys (the session is skipped whole)."""
-    return {SESSION_ID: ("cache_name", "reuse", "reuse_prefix_segments", "from_take"),
+    return {SESSION_ID: ("cache_name", "reuse", "reuse_prefix_segments", "from_take", "automatic"),
             "SeedReuseSegmentLoopStart": ("session", "seed"),
             "SeedReuseBoundarySave": ("loop",),
             "SeedReusePrefixMerge": ("session", "filename_prefix")}
@@ -157,4 +157,4 @@ def session_of(view: GraphView, node_id: str) -> dict | None:
     sess = view.get(link[0]) or {}
     if sess.get("class_type") != SESSION_ID:
         return None
-    return graph_key.literal_inputs(sess, ("cache_name", "reuse", "reuse_prefix_segments", "from_take"))
+    return graph_key.literal_inputs(sess, ("cache_name", "reuse", "reuse_prefix_segments", "from_take", "automatic"))

@@ -2,7 +2,8 @@
 
 GET  /seedreuse/caches                 names of committed caches under the root
 GET  /seedreuse/caches/{name}          manifest summary (key fields, artifacts, sizes, result, run)
-POST /seedreuse/check                  dry run: {"prompt": <API prompt>} -> per-node hit/miss and why
+POST /seedreuse/check                  dry run: {"prompt": <API prompt>, "extra_data": optional} -> per-node hit/miss
+                                       and why, for the prompt as automatic mode would queue it (auto_mode.py)
 POST /seedreuse/instrument             {"workflow": <UI or API>} -> the workflow with reuse nodes + a report (instrument_route.py)
 
 Every refusal is a JSON body {"error": {...}} with a 4xx status, also for paths under
@@ -27,7 +28,7 @@ from ..reuse_backend.media import segment_takes
 from ..reuse_backend.store import Cache, committed_caches
 from . import host
 from .dry_run import MAX_BODY_BYTES, PREFIX, RequestTooLargeError, Schemas, dry_run
-from . import cache_routes, instrument_route, users
+from . import auto_mode, cache_routes, instrument_route, users
 from .request_body import read_capped
 
 log = host.log
@@ -177,12 +178,21 @@ def check_body(raw: bytes, root: str | None = None) -> dict:
                                   expected='{"prompt": {node id: {class_type, inputs}}}',
                                   actual=type(prompt if isinstance(body, dict) else body).__name__,
                                   fix="send the API-format prompt (File > Export (API) on the canvas)")
-    return dry_run(prompt, root)
+    # the prompt as POST /prompt would queue it: automatic mode by the setting and the same switch
+    prompt, root, auto_report = auto_mode.for_dry_run(body, root or host.cache_root())
+    answer = dry_run(prompt, root)
+    if auto_report is not None:
+        answer["auto"] = auto_report
+    return answer
 
 
 def register() -> None:
     server = host.prompt_server()
     routes = server.routes
+    try:
+        auto_mode.register()     # before the numeric check: it checks the nodes automatic mode adds too
+    except Exception as e:  # noqa: BLE001 - prompts then run as they arrive
+        log.error("seedreuse: automatic mode not installed: %s", e)
     try:
         server.add_on_prompt_handler(refuse_inexact_numbers)
     except Exception as e:  # a host without on_prompt handlers: the nodes' own checks remain

@@ -4,7 +4,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 
-from ..reuse_backend.store import roots
+from ..reuse_backend.store import namespaces, roots
 from ..reuse_backend.errors import InvalidRequestError, ReuseError
 from ..reuse_backend.keys.graph_key import number_problem
 from ..reuse_backend.keys.slots import MODES
@@ -74,6 +74,11 @@ class SeedReuseSession(io.ComfyNode):
                              tooltip="Segment Reuse: the kept take to resume from. 0 (or unconnected) = the latest "
                                      "successful take; k = take number k (the dry run lists the kept takes; the "
                                      "cache keeps the last SEEDREUSE_KEEP_TAKES, default 3)."),
+                # set by automatic mode (SEEDREUSE_AUTO, nodes/auto_mode.py) on the Session it adds
+                io.Boolean.Input("automatic", default=False, optional=True, force_input=True,
+                                 tooltip="True: the cache lives among the automatic caches (SEEDREUSE_AUTO), "
+                                         "named from its encoder inputs, apart from named caches and under "
+                                         "their own size budget. Unconnected = a named cache."),
             ],
             outputs=[SessionType.Output("session", display_name="session", tooltip="Connect to every SeedReuse node of this workflow.")],
         )
@@ -97,7 +102,7 @@ class SeedReuseSession(io.ComfyNode):
         return host.local_only((transactions.current_user() or "", transactions.global_epoch()))
 
     @classmethod
-    def validate_inputs(cls, cache_name, reuse, reuse_prefix_segments, from_take=0):
+    def validate_inputs(cls, cache_name, reuse, reuse_prefix_segments, from_take=0, automatic=False):
         # ComfyUI calls this instead of its own min/max check for these inputs, with the literals
         # already converted (int(1.5) == 1: the raw value is checked in POST /prompt, see
         # routes.refuse_inexact_numbers); a linked input arrives as None (checked in execute).
@@ -122,7 +127,7 @@ class SeedReuseSession(io.ComfyNode):
         return True
 
     @classmethod
-    def execute(cls, cache_name, reuse, reuse_prefix_segments, from_take=0):
+    def execute(cls, cache_name, reuse, reuse_prefix_segments, from_take=0, automatic=False):
         transactions.refuse_if_unsafe()   # a provider could see this node (nodes/cache_providers.py)
         name = roots.validate_cache_name(cache_name)
         e = prefix_segments_problem(reuse_prefix_segments)   # a linked value was not validated
@@ -130,5 +135,7 @@ class SeedReuseSession(io.ComfyNode):
         if e is not None:
             raise e
         root = users.root_for(transactions.current_user())   # the user's namespace (--multi-user)
+        if automatic is True:                                # its automatic caches (store/namespaces.py)
+            root = str(namespaces.auto_root(root))
         return io.NodeOutput(Session(root, name, reuse, int(reuse_prefix_segments), int(from_take),
                                      keep_takes()))

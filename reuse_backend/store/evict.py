@@ -284,7 +284,7 @@ def after_commit(cache) -> Report | None:
     """Budget enforcement after a successful commit of ``cache``. Never raises: the commit
     stands whatever happens here (a failure is logged)."""
     try:
-        budget = usage.budget_from_env()
+        budget = usage.budget_for(cache.root)     # automatic caches: always a budget
         if budget is None:
             return None
         rep = enforce(cache.root, budget, exclude={cache.name}, lease_s=cache.lease_s)

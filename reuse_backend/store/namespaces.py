@@ -2,6 +2,8 @@
 
 Layout: ``<root>/<cache>`` is the shared namespace (single-user servers, and multi-user servers
 whose operator chose a shared namespace); ``<root>/.users/<user>/<cache>`` is one user's.
+Automatic caches (``SEEDREUSE_AUTO``, nodes/auto_mode.py) live in the ``.auto/`` folder of the
+namespace they belong to: ``<root>/.auto/<cache>``, ``<root>/.users/<user>/.auto/<cache>``.
 
 Invariants, enforced here:
 - a user's namespace is derived from the user id alone, and cache names never contain '/' or
@@ -9,6 +11,8 @@ Invariants, enforced here:
   user or of the shared namespace: isolation does not depend on any route or node filtering;
 - ``.users`` starts with a dot, which no cache name can, so the namespace folder never
   collides with a cache of the shared namespace;
+- ``.auto`` starts with a dot too: an automatic cache never has the path of a named cache, and
+  a named Session can never reach an automatic cache (nor the other way round);
 - a user id becomes a path component only after validation (plain characters, no dot-only
   names), and a namespace folder that is a symlink is refused: a hostile or careless folder
   cannot redirect one user's caches into another place.
@@ -29,6 +33,7 @@ from ..errors import InvalidRequestError
 from ..storage import fsops
 
 USERS_DIR = ".users"
+AUTO_DIR = ".auto"
 ENV_SHARED = "SEEDREUSE_SHARED_NAMESPACE"
 USER_PATTERN = r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}$"
 _USER_RE = re.compile(USER_PATTERN)
@@ -55,8 +60,23 @@ def user_root(root: Path | str, user: str | None, *, create: bool = True) -> Pat
     if user is None or shared_namespace_forced():
         return root
     validate_user(user)
-    base, ns = root / USERS_DIR, root / USERS_DIR / user
-    for d in (base, ns):
+    return _folders(root, (root / USERS_DIR, root / USERS_DIR / user), create)
+
+
+def auto_root(ns_root: Path | str, *, create: bool = True) -> Path:
+    """The folder of the automatic caches of one namespace (``ns_root``: a ``user_root``)."""
+    ns_root = Path(ns_root)
+    return _folders(ns_root, (ns_root / AUTO_DIR,), create)
+
+
+def is_auto_root(path: Path | str) -> bool:
+    """True for the folder of a namespace's automatic caches (its budget: usage.budget_for)."""
+    return Path(path).name == AUTO_DIR
+
+
+def _folders(root: Path, chain: tuple, create: bool) -> Path:
+    ns = chain[-1]
+    for d in chain:
         try:
             st = os.lstat(d)
         except FileNotFoundError:

@@ -27,10 +27,15 @@ import os
 import re
 import stat
 from ..errors import InvalidRequestError
+from .namespaces import is_auto_root
 
 log = logging.getLogger("seedreuse")
 
 ENV_MAX_BYTES = "SEEDREUSE_MAX_BYTES"
+# The budget of a namespace's automatic caches (namespaces.AUTO_DIR) when SEEDREUSE_MAX_BYTES is
+# not set: automatic caches are made for every distinct prompt without anyone naming them, so
+# they are never unbounded.
+DEFAULT_AUTO_BUDGET = 20 << 30
 # The store's own folders in a root (cache names never start with '.'): evictions being deleted
 # (rootdirs.py) and reader leases (readers.py). Evictions in progress count against the root's
 # budget (they are cache data until deleted); the lease folder does not: it is metadata of a few
@@ -60,6 +65,21 @@ def budget_from_env() -> int | None:
     """``SEEDREUSE_MAX_BYTES`` in bytes, or None when unset/empty (no budget: the default)."""
     raw = os.environ.get(ENV_MAX_BYTES, "").strip()
     return parse_bytes(raw) if raw else None
+
+
+def budget_for(root) -> int | None:
+    """The budget of one cache root: ``SEEDREUSE_MAX_BYTES``; for a folder of automatic caches
+    (``<namespace>/.auto``) that, else DEFAULT_AUTO_BUDGET."""
+    budget = budget_from_env()
+    if budget is None and is_auto_root(os.path.normpath(os.fspath(root))):
+        return DEFAULT_AUTO_BUDGET
+    return budget
+
+
+def auto_budget_source() -> tuple[int, str]:
+    """(budget of the automatic caches, where it comes from) for the startup log."""
+    budget = budget_from_env()
+    return (budget, ENV_MAX_BYTES) if budget is not None else (DEFAULT_AUTO_BUDGET, "the default for automatic caches")
 
 
 def allocated(st: os.stat_result) -> int:

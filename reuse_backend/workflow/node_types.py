@@ -68,12 +68,19 @@ KNOWN_OUTPUTS: dict[str, list[str]] = {
 }
 
 
+# The pack's own node classes (nodes/__init__.py NODES; tests/test_auto_mode.py compares them with
+# a worker's). Exact names, not the prefix: another pack's "SeedReuse..." classes (the test
+# stand-ins, SeedReuseTest*) are ordinary nodes to the instrumenter.
+PACK_NODES = frozenset({SESSION, *VARIANTS.values(), "SeedReuseSegmentLoopStart", "SeedReuseSegmentLoopEnd",
+                        "SeedReuseSegmentPrompt", "SeedReuseBoundarySave", "SeedReusePrefixMerge"})
+
+
 def is_pack(class_type: str) -> bool:
-    return isinstance(class_type, str) and class_type.startswith(PACK_PREFIX)
+    return isinstance(class_type, str) and class_type in PACK_NODES
 
 
 def is_wrapper(class_type: str) -> bool:
-    return isinstance(class_type, str) and class_type.startswith(ENCODE_PREFIX)
+    return isinstance(class_type, str) and class_type in PACK_NODES and class_type.startswith(ENCODE_PREFIX)
 
 
 def is_boundary(class_type: str, in_types, out_types) -> bool:

@@ -1,0 +1,116 @@
+"""Automatic mode (``SEEDREUSE_AUTO``): the decisions about a queued prompt, host-free.
+
+    on = enabled(setting_from_env(), switch_of(extra_data))   # InvalidRequestError: a 400
+    new, report = instrument_for_arrival(prompt, object_info)  # AutoNotApplied: run it unchanged
+    name = auto_cache_name({slot: key digest, ...})           # after the keys are computed
+
+The server setting turns it on for every prompt; the per-request switch
+``extra_data.seedreuse_auto`` (``true`` / ``false``) overrides it for one prompt, both ways;
+anything else there is refused before the prompt is queued. A prompt that holds any SeedReuse
+node (a Session, a wrapper, a segment loop) is never changed: whoever placed those nodes
+decided. The prompt is instrumented by the same ``instrument`` as the canvas action; its
+automatic cache is named from the digest of the wrapped slots' reuse keys (what the encoder
+outputs were made from: node types, widget values, file and model content identities), so the
+same encoder inputs meet the same cache from any client, worker and host, and prompts whose
+encoder inputs differ never share a cache.
+
+What this does not guarantee: two prompts with the same encoder inputs and different sampling
+share one cache and one writer lock (each commit replaces the last; the slots match both).
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+
+from ..errors import InvalidRequestError
+from . import api_format, instrument
+from . import node_types as nt
+
+ENV = "SEEDREUSE_AUTO"
+SWITCH = "seedreuse_auto"          # extra_data key of the per-request switch
+REPORT = "seedreuse_auto_report"   # extra_data key the server writes (it lands in the history)
+NAME_PREFIX = "auto-"
+PLACEHOLDER = "auto-pending"       # the Session's name until the keys are known
+_ON, _OFF = ("1", "true", "yes", "on"), ("", "0", "false", "no", "off")
+ACCEPTED = "true or false (JSON booleans), or leave it out to follow the server setting"
+
+
+class AutoNotApplied(Exception):
+    """The prompt runs unchanged; ``str(e)`` says why. ``quiet``: nothing went wrong (the prompt
+    has SeedReuse nodes, or nothing to wrap); otherwise it is a warning (log and history)."""
+
+    def __init__(self, why: str, quiet: bool = False):
+        super().__init__(why)
+        self.quiet = quiet
+
+
+def setting_from_env(environ=None) -> bool:
+    """``SEEDREUSE_AUTO``: on for 1/true/yes/on; an unknown value is an InvalidRequestError
+    (the startup log names it, and the setting stays off)."""
+    raw = (environ if environ is not None else os.environ).get(ENV, "").strip().lower()
+    if raw in _ON:
+        return True
+    if raw in _OFF:
+        return False
+    raise InvalidRequestError(f"{ENV}={raw!r} is not a switch", expected="1 or 0 (true/false, yes/no, on/off)",
+                              actual=repr(raw), fix=f"set {ENV}=1 to make every queued prompt reusable, or unset it")
+
+
+def switch_of(extra_data) -> bool | None:
+    """The per-request switch of a prompt body's ``extra_data``: True, False, or None (absent or
+    null: the server setting decides). Anything else is refused."""
+    if not isinstance(extra_data, dict) or extra_data.get(SWITCH) is None:
+        return None
+    v = extra_data[SWITCH]
+    if isinstance(v, bool):
+        return v
+    raise InvalidRequestError(f"extra_data.{SWITCH} must be true or false", expected=ACCEPTED,
+                              actual=json.dumps(v)[:200] if _jsonable(v) else type(v).__name__,
+                              fix=f"send \"extra_data\": {{\"{SWITCH}\": true}} (or false), or leave it out")
+
+
+def _jsonable(v) -> bool:
+    try:
+        json.dumps(v)
+        return True
+    except (TypeError, ValueError):
+        return False
+
+
+def enabled(setting: bool, switch: bool | None) -> bool:
+    return setting if switch is None else switch
+
+
+def pack_nodes(prompt: dict) -> list:
+    """Ids of the prompt's SeedReuse nodes (any of them: the prompt is left as it is)."""
+    return sorted(str(k) for k, n in prompt.items() if isinstance(n, dict) and nt.is_pack(n.get("class_type")))
+
+
+def instrument_for_arrival(prompt, object_info: dict | None = None) -> tuple[dict, dict]:
+    """(instrumented copy, report) of an API prompt without SeedReuse nodes; AutoNotApplied when
+    there is nothing to wrap or the instrumenter refuses the prompt."""
+    if not api_format.is_api_prompt(prompt):
+        raise AutoNotApplied("the prompt is not an API-format prompt ({id: {class_type, inputs}})")
+    own = pack_nodes(prompt)
+    if own:
+        raise AutoNotApplied(f"the prompt already has SeedReuse nodes ({', '.join(own[:5])}): left as it is",
+                             quiet=True)
+    try:
+        new, report = instrument(prompt, cache_name=PLACEHOLDER, object_info=object_info)
+    except InvalidRequestError as e:
+        raise AutoNotApplied(f"the instrumenter cannot handle this prompt: {e.message}") from None
+    if not report["changed"]:
+        raise AutoNotApplied("no seed-independent encoder output to wrap", quiet=True)
+    new[report["session"]["node"]]["inputs"]["automatic"] = True
+    return new, report
+
+
+def auto_cache_name(slot_digests: dict) -> str:
+    """The automatic cache's name: a digest of every wrapped slot's name and reuse key."""
+    body = json.dumps(sorted(slot_digests.items()), separators=(",", ":"))
+    return NAME_PREFIX + hashlib.sha256(body.encode()).hexdigest()[:32]
+
+
+def set_cache_name(prompt: dict, session_id: str, name: str) -> None:
+    prompt[session_id]["inputs"]["cache_name"] = name

@@ -1,0 +1,232 @@
+"""Automatic mode (SEEDREUSE_AUTO, nodes/auto_mode.py) on real workers: a plain HTTP client queues
+the API form of ComfyUI's official templates, unchanged, and they are made reusable on arrival.
+
+Workers A and B (setting on) share one cache root; worker C has the setting off. Per template:
+A runs it (every wrapped slot encoded, an automatic cache named from the encoder inputs under
+``<root>/.auto/``), B, a fresh process, runs it with a new seed: no wrapped encoder and no loader
+feeding only them executes, the samplers do, the output has the same shape. Also: the setting
+off changes nothing, the per-request switch overrides the setting both ways, two prompts get two
+caches, a prompt with a Session is untouched, a bad switch value is a 400 naming the accepted
+values, the dry run answers for the prompt as it would be instrumented.
+"""
+from __future__ import annotations
+
+import json
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+from reuse_backend.workflow import instrument
+from reuse_backend.workflow.node_types import PACK_NODES
+from reuse_backend.workflow.ui_to_api import convert
+from seedreuse_lab import graphs
+from seedreuse_lab.official_templates import (ENCODER_COUNTERS, IMAGE, NEWER_LAYOUTS, SAMPLERS, TEMPLATES,
+                                              for_test_host, load_template, templates_models_dir)
+from seedreuse_lab.worker import PromptRejected
+
+pytestmark = pytest.mark.comfy
+
+AUTO_TEMPLATES = ["text_to_video_wan", "image_qwen_image"]
+LOADERS = ("TextEncoderLoader", "ClipVisionLoader", "AudioEncoderLoader")
+
+
+@pytest.fixture(scope="module")
+def workers(module_workers, tiny_models, tmp_path_factory):
+    models = templates_models_dir(tiny_models, tmp_path_factory.mktemp("auto-models"))
+    a, b = module_workers(2, models_dir=models, env={"SEEDREUSE_AUTO": "1"}, name_prefix="on")
+    c = module_workers.one(models_dir=models, name_prefix="off")
+    for w in (a, b, c):
+        graphs.write_test_image(w.input_dir / IMAGE, 64, 64, seed=7)
+    return a, b, c, module_workers.cache_root
+
+
+@pytest.fixture(scope="module")
+def object_info(workers) -> dict:
+    return workers[0].object_info()
+
+
+def api_form(name: str, info: dict, *, seed: int, prefix: str) -> dict:
+    """The template as a client sends it: the frontend's API export, on the test host's models."""
+    api, problems = convert(load_template(name), info, overrides=NEWER_LAYOUTS)
+    assert not [x for x in problems if "not a class of this host" in x], problems
+    return for_test_host(api, TEMPLATES[name], seed=seed, prefix=prefix)
+
+
+def queued(res) -> tuple[dict, dict]:
+    """(the prompt as the server queued it, its extra_data) from the history entry."""
+    entry = res.history["prompt"]
+    return entry[2], entry[3]
+
+
+def auto_report(res) -> dict:
+    return queued(res)[1].get("seedreuse_auto_report")
+
+
+def slot_outputs(res) -> dict:
+    """slot -> the wrapper's history output (reused / encoded, time saved)."""
+    out = {}
+    for ui in res.outputs.values():
+        for p in ui.get("seedreuse") or []:
+            out[p["slot"]] = p
+    return out
+
+
+def output_shape(worker, res) -> tuple:
+    files = res.output_files()
+    assert files, res.outputs
+    path = worker.output_path(files[0])
+    if path.suffix == ".png":
+        import numpy as np
+        from PIL import Image
+        return np.asarray(Image.open(path)).shape
+    from reuse_backend.media import video
+    return video.decode_frames(str(path)).shape
+
+
+def post(worker, path: str, body) -> tuple[int, dict]:
+    req = urllib.request.Request(worker.url + path, data=json.dumps(body).encode(), method="POST",
+                                 headers={"Content-Type": "application/json"})
+    try:
+        with urllib.request.urlopen(req, timeout=120) as r:
+            return r.status, json.loads(r.read())
+    except urllib.error.HTTPError as e:
+        return e.code, json.loads(e.read())
+
+
+def auto_caches(root: Path) -> set:
+    d = root / ".auto"
+    return {p.name for p in d.iterdir() if p.is_dir() and not p.name.startswith(".") and "." not in p.name} \
+        if d.is_dir() else set()
+
+
+@pytest.mark.parametrize("name", AUTO_TEMPLATES)
+def test_template_queued_unchanged_is_reused_on_another_worker(name, workers, object_info):
+    a, b, _, root = workers
+    for w in (a, b):
+        w.free(settle=0)
+        w.reset_counts()
+    pa = api_form(name, object_info, seed=1, prefix=f"auto_{name}_a")
+    ra = a.run(pa, timeout=600).raise_for_status()
+    rep = auto_report(ra)
+    assert rep and rep["applied"] and rep["wrapped"], rep
+    assert rep["cache"].startswith("auto-") and rep["namespace"] == ".auto"
+    wrapped = {w["slot"]: w["producer"]["node"] for w in rep["wrapped"]}
+    prompt_a, extra_a = queued(ra)
+    assert sum(n["class_type"] == "SeedReuseSession" for n in prompt_a.values()) == 1
+    assert prompt_a[rep["session"]]["inputs"]["automatic"] is True
+    assert set(pa) <= set(prompt_a) and all(prompt_a[k]["class_type"] == v["class_type"] for k, v in pa.items())
+    assert {prompt_a[k]["class_type"] for k in set(prompt_a) - set(pa)} <= PACK_NODES
+    untouched = [k for k, v in pa.items()
+                 if not any(isinstance(x, list) and x[0] in wrapped.values() for x in v["inputs"].values())]
+    assert untouched and all(prompt_a[k] == pa[k] for k in untouched), "only readers of a wrapped output change"
+    ev = slot_outputs(ra)
+    assert set(ev) == set(wrapped) and all(e["action"] == "encoded" for e in ev.values()), ev
+    manifest = json.loads((root / ".auto" / rep["cache"] / "manifest.json").read_text())
+    assert set(manifest["slots"]) == set(wrapped)
+    assert not (root / rep["cache"]).exists(), "an automatic cache is never in the named namespace"
+
+    pb = api_form(name, object_info, seed=2, prefix=f"auto_{name}_b")
+    assert pb != pa
+    rb = b.run(pb, timeout=600).raise_for_status()
+    rep_b = auto_report(rb)
+    assert rep_b["applied"] and rep_b["cache"] == rep["cache"], "the same encoder inputs name the same cache"
+    ev = slot_outputs(rb)
+    assert set(ev) == set(wrapped) and all(e["action"] == "reused" for e in ev.values()), ev
+    assert all(e["saved_seconds"] >= 0 and "load_seconds" in e for e in ev.values())
+    c = b.counts()
+    ran = {k: c.get(k, 0) for k in ENCODER_COUNTERS}
+    assert not any(ran.values()), f"an encoder or loader ran on the second worker: {ran}"
+    assert not set(wrapped.values()) & set(rb.executed), (wrapped, rb.executed)
+    loaders = {k for k, n in pb.items() if n["class_type"].endswith(LOADERS)}
+    assert loaders and not loaders & set(rb.executed)
+    samplers = {k for k, n in pb.items() if n["class_type"] in SAMPLERS}
+    assert samplers and samplers <= set(rb.executed)
+    assert output_shape(a, ra) == output_shape(b, rb)
+    # the user's workflow in extra_data is never changed (here: a client that sends one)
+    wf = {"nodes": [], "links": [], "note": name}
+    rc = b.run(api_form(name, object_info, seed=3, prefix=f"auto_{name}_c"), timeout=600,
+               extra_data={"extra_pnginfo": {"workflow": wf}}).raise_for_status()
+    assert queued(rc)[1]["extra_pnginfo"] == {"workflow": wf} and auto_report(rc)["applied"]
+
+
+def test_setting_off_changes_nothing_and_the_switch_overrides_both_ways(workers, object_info):
+    a, _, c, root = workers
+    name = "text_to_video_wan"
+    p = api_form(name, object_info, seed=11, prefix="auto_off")
+    before = auto_caches(root)
+    rc = c.run(p, timeout=600).raise_for_status()
+    prompt, extra = queued(rc)
+    assert prompt == p and "seedreuse_auto_report" not in extra and not slot_outputs(rc)
+    # off by request on a worker where it is on
+    ra = a.run(p, timeout=600, extra_data={"seedreuse_auto": False}).raise_for_status()
+    assert queued(ra)[0] == p and not slot_outputs(ra)
+    assert auto_caches(root) == before
+    # on by request on the worker where it is off
+    p2 = json.loads(json.dumps(p))
+    next(n for n in p2.values() if n["class_type"].endswith("TextEncode"))["inputs"]["text"] += " (switch)"
+    rc = c.run(p2, timeout=600, extra_data={"seedreuse_auto": True}).raise_for_status()
+    rep = auto_report(rc)
+    assert rep["applied"] and all(e["action"] == "encoded" for e in slot_outputs(rc).values())
+    assert auto_caches(root) == before | {rep["cache"]}
+
+
+def test_two_prompts_get_two_caches_and_a_session_is_untouched(workers, object_info):
+    a, _, _, root = workers
+    name = "text_to_video_wan"
+    p1 = api_form(name, object_info, seed=21, prefix="auto_two")
+    p2 = json.loads(json.dumps(p1))
+    next(n for n in p2.values() if n["class_type"].endswith("TextEncode"))["inputs"]["text"] = "another prompt"
+    r1 = a.run(p1, timeout=600).raise_for_status()
+    r2 = a.run(p2, timeout=600).raise_for_status()
+    n1, n2 = auto_report(r1)["cache"], auto_report(r2)["cache"]
+    assert n1 != n2 and {n1, n2} <= auto_caches(root)
+    # a prompt with a Session (the canvas action's output) is queued exactly as it came
+    mine, rep = instrument(p1, cache_name="my-named-cache", object_info=object_info)
+    assert rep["changed"]
+    rm = a.run(mine, timeout=600).raise_for_status()
+    prompt, extra = queued(rm)
+    assert prompt == mine and extra["seedreuse_auto_report"]["applied"] is False
+    assert "already has SeedReuse nodes" in extra["seedreuse_auto_report"]["reason"]
+    assert (root / "my-named-cache" / "manifest.json").is_file()
+
+
+@pytest.mark.parametrize("value", ["yes", 1, "true", [True], {"on": True}])
+def test_a_bad_switch_is_refused_before_queueing(workers, object_info, value):
+    a = workers[0]
+    p = api_form("text_to_video_wan", object_info, seed=31, prefix="auto_bad")
+    queue_before = a.get_json("/queue")
+    with pytest.raises(PromptRejected) as ei:
+        a.queue(p, extra_data={"seedreuse_auto": value})
+    e = ei.value
+    assert e.status == 400 and "true or false" in e.error["expected"] and e.error["fix"], e.body
+    assert e.error["actual"] == json.dumps(value) and e.node_errors == {}
+    assert len(a.get_json("/queue")["queue_pending"]) == len(queue_before["queue_pending"])
+    status, body = post(a, "/seedreuse/check", {"prompt": p, "extra_data": {"seedreuse_auto": value}})
+    assert status == 400 and "true or false" in body["error"]["expected"], body
+
+
+def test_dry_run_answers_for_the_prompt_as_it_would_be_instrumented(workers, object_info):
+    a, _, c, _ = workers
+    p = api_form("text_to_video_wan", object_info, seed=41, prefix="auto_check")
+    r = a.run(p, timeout=600).raise_for_status()           # commits the automatic cache
+    name = auto_report(r)["cache"]
+    status, body = post(a, "/seedreuse/check", {"prompt": p})
+    assert status == 200 and body["auto"]["applied"] and body["auto"]["cache"] == name, body
+    answers = list(body["nodes"].values())
+    assert answers and all(x["will"] == "reuse" and x["cache"] == name for x in answers), answers
+    status, body = post(a, "/seedreuse/check", {"prompt": p, "extra_data": {"seedreuse_auto": False}})
+    assert status == 200 and body["nodes"] == {} and "auto" not in body
+    status, body = post(c, "/seedreuse/check", {"prompt": p})
+    assert status == 200 and body["nodes"] == {} and "auto" not in body
+    status, body = post(c, "/seedreuse/check", {"prompt": p, "extra_data": {"seedreuse_auto": True}})
+    assert status == 200 and all(x["will"] == "reuse" for x in body["nodes"].values()) and body["nodes"], body
+
+
+def test_the_instrumenters_pack_nodes_are_the_packs_classes(workers, object_info):
+    """node_types.PACK_NODES (what automatic mode leaves alone) is exactly the pack's classes."""
+    ours = {k for k, v in object_info.items()
+            if k.startswith("SeedReuse") and not k.startswith("SeedReuseTest")}
+    assert ours == set(PACK_NODES)
+    assert "automatic mode (SEEDREUSE_AUTO) on" in workers[0].log_text() and "SEEDREUSE_AUTO" in workers[0].log_text()
