@@ -226,7 +226,24 @@ def test_dry_run_answers_for_the_prompt_as_it_would_be_instrumented(workers, obj
 
 def test_the_instrumenters_pack_nodes_are_the_packs_classes(workers, object_info):
     """node_types.PACK_NODES (what automatic mode leaves alone) is exactly the pack's classes."""
-    ours = {k for k, v in object_info.items()
-            if k.startswith("SeedReuse") and not k.startswith("SeedReuseTest")}
+    module = object_info["SeedReuseSession"]["python_module"]
+    ours = {k for k, v in object_info.items() if v.get("python_module") == module}
     assert ours == set(PACK_NODES)
+    assert any(k.startswith("SeedReuseTest") for k in object_info), "the stand-ins are not pack nodes"
     assert "automatic mode (SEEDREUSE_AUTO) on" in workers[0].log_text() and "SEEDREUSE_AUTO" in workers[0].log_text()
+
+
+def test_a_prompt_the_instrumenter_cannot_handle_runs_unchanged_with_one_warning(workers, object_info):
+    """Beyond the instrumenter's node limit (workflow/limits.py): queued as it came, the run
+    succeeds, one warning in the log and in the history."""
+    a = workers[0]
+    p = api_form("text_to_video_wan", object_info, seed=51, prefix="auto_large")
+    for i in range(2001):      # unconnected nodes: ComfyUI never runs them, the instrumenter counts them
+        p[f"{9000 + i}"] = {"class_type": "EmptyLatentImage", "inputs": {"width": 64, "height": 64, "batch_size": 1}}
+    log_before = a.log_text().count("automatic mode left a prompt unchanged")
+    r = a.run(p, timeout=600).raise_for_status()
+    prompt, extra = queued(r)
+    assert prompt == p and not slot_outputs(r)
+    rep = extra["seedreuse_auto_report"]
+    assert rep["applied"] is False and "cannot handle" in rep["warning"] and "2000" in rep["warning"], rep
+    assert a.log_text().count("automatic mode left a prompt unchanged") == log_before + 1

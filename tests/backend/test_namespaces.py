@@ -99,3 +99,30 @@ def test_check_reports_an_invalid_namespace_and_checks_user_caches(tmp_path, cap
     assert cli(["--root", str(tmp_path), "check"]) == 1
     assert cli(["--root", str(tmp_path), "--user", "alice_1", "check", "x"]) == 1
     assert cli(["--root", str(tmp_path), "--user", "alice_1", "list"]) == 0
+
+
+def test_automatic_caches_have_their_own_folder_and_always_a_budget(tmp_path, monkeypatch):
+    """``<namespace>/.auto/``: never a named cache's path, not counted in the named root's size,
+    bounded without SEEDREUSE_MAX_BYTES (usage.DEFAULT_AUTO_BUDGET), evicted LRU like named ones."""
+    auto = ns.auto_root(tmp_path)
+    assert auto == tmp_path / ".auto" and auto.is_dir() and ns.is_auto_root(auto)
+    assert ns.auto_root(ns.user_root(tmp_path, "bob")) == tmp_path / ".users" / "bob" / ".auto"
+    assert usage.budget_for(tmp_path) is None and usage.budget_for(auto) == usage.DEFAULT_AUTO_BUDGET
+    assert usage.auto_budget_source() == (usage.DEFAULT_AUTO_BUDGET, "the default for automatic caches")
+    write_version(Cache(auto, "auto-one"), 1)
+    assert usage.root_size(tmp_path) < usage.root_size(auto), "the named root does not count .auto"
+    one = usage.root_size(auto)
+    monkeypatch.setattr(usage, "DEFAULT_AUTO_BUDGET", int(1.5 * one))
+    os.utime(auto / "auto-one", (1000, 1000))
+    write_version(Cache(auto, "auto-two"), 2)                 # over the default: the older one goes
+    assert not (auto / "auto-one").exists() and cache_marker(Cache(auto, "auto-two")) == 2
+    write_version(Cache(tmp_path, "named"), 3)                # a named root stays unbounded
+    write_version(Cache(tmp_path, "named2"), 4)
+    assert (tmp_path / "named").is_dir() and (tmp_path / "named2").is_dir()
+    monkeypatch.setenv(usage.ENV_MAX_BYTES, "7G")             # the operator's budget applies to both
+    assert usage.budget_for(auto) == usage.budget_for(tmp_path) == 7 << 30
+    assert usage.auto_budget_source() == (7 << 30, usage.ENV_MAX_BYTES)
+    (tmp_path / "x").mkdir()
+    os.symlink(tmp_path / "x", tmp_path / "x" / ".auto")
+    with pytest.raises(InvalidRequestError):
+        ns.auto_root(tmp_path / "x")
