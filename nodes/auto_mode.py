@@ -85,7 +85,8 @@ def instrumented(prompt: dict) -> tuple[dict, dict]:
             io_type = SLOT_IO_TYPES.get(w["variant"], "*")
             digests[w["slot"]] = slot_key(view, w["node"], io_type).digest
     except ReuseError as e:
-        raise auto.AutoNotApplied(f"the reuse keys of this prompt cannot be computed: {e.message}") from None
+        raise auto.AutoNotApplied(f"the reuse keys of this prompt cannot be computed: {e.message} "
+                                  f"(expected {e.expected}, got {e.actual})") from None
     name = auto.auto_cache_name(digests)
     auto.set_cache_name(new, sid, name)
     report = {"applied": True, "cache": name, "namespace": namespaces.AUTO_DIR, "session": sid,

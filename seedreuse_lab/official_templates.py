@@ -10,6 +10,7 @@ from __future__ import annotations
 import hashlib
 import importlib.resources
 import json
+import os
 from pathlib import Path
 
 from . import family_models as fm
@@ -52,9 +53,26 @@ def load_template(name: str) -> dict:
 
 
 
+def _pin(d: Path) -> None:
+    """Each model symlink becomes a hard link of its file (same filesystem; else it stays a
+    link): a run on another host version cleaning up its generator's older outputs in the
+    shared model cache then cannot take a model away from workers that are running."""
+    for link in d.rglob("*"):
+        if not link.is_symlink() or not link.is_file():
+            continue
+        target = link.resolve()
+        tmp = link.with_name(link.name + ".pin")
+        try:
+            os.link(target, tmp)
+        except OSError:
+            continue
+        os.replace(tmp, link)
+
+
 def templates_models_dir(tiny_models, dest: Path) -> Path:
     """The tiny models plus the family models, and the LoRA placeholder, under ``dest``."""
     d = fm.models_dir_with_families(tiny_models, fm.ensure_family_models(), dest)
+    _pin(d)
     (d / "loras").mkdir(exist_ok=True)
     (d / "loras" / PLACEHOLDER).write_bytes(b"\0" * 16)   # validated (switched-off LoRA branches), never loaded
     return d

@@ -99,7 +99,8 @@ def instrument_for_arrival(prompt, object_info: dict | None = None) -> tuple[dic
     try:
         new, report = instrument(prompt, cache_name=PLACEHOLDER, object_info=object_info)
     except InvalidRequestError as e:
-        raise AutoNotApplied(f"the instrumenter cannot handle this prompt: {e.message}") from None
+        raise AutoNotApplied(f"the instrumenter cannot handle this prompt: {e.message} (expected {e.expected}, "
+                             f"got {e.actual})") from None
     if not report["changed"]:
         raise AutoNotApplied("no seed-independent encoder output to wrap", quiet=True)
     new[report["session"]["node"]]["inputs"]["automatic"] = True
