@@ -38,6 +38,18 @@ def take_problem(name: str, value, minimum: int, maximum: int) -> InvalidRequest
                           fix=f"set {name} to a whole number from {minimum} to {maximum}")
 
 
+AUTOMATIC_INPUT = "automatic"
+
+
+def is_automatic(prompt, node_id) -> bool:
+    """True for the Session automatic mode added (nodes/auto_mode.py): its node in the queued
+    prompt carries ``automatic: true``, an input the schema does not declare, so ComfyUI passes
+    it to no function but keeps it in the prompt (and in the node's in-memory cache key)."""
+    node = prompt.get(str(node_id)) if isinstance(prompt, dict) else None
+    inputs = node.get("inputs") if isinstance(node, dict) else None
+    return isinstance(inputs, dict) and inputs.get(AUTOMATIC_INPUT) is True
+
+
 @dataclass(frozen=True)
 class Session:
     root: str
@@ -74,13 +86,11 @@ class SeedReuseSession(io.ComfyNode):
                              tooltip="Segment Reuse: the kept take to resume from. 0 (or unconnected) = the latest "
                                      "successful take; k = take number k (the dry run lists the kept takes; the "
                                      "cache keeps the last SEEDREUSE_KEEP_TAKES, default 3)."),
-                # set by automatic mode (SEEDREUSE_AUTO, nodes/auto_mode.py) on the Session it adds
-                io.Boolean.Input("automatic", default=False, optional=True, force_input=True,
-                                 tooltip="True: the cache lives among the automatic caches (SEEDREUSE_AUTO), "
-                                         "named from its encoder inputs, apart from named caches and under "
-                                         "their own size budget. Unconnected = a named cache."),
             ],
             outputs=[SessionType.Output("session", display_name="session", tooltip="Connect to every SeedReuse node of this workflow.")],
+            # automatic mode marks the Session it adds with an input the schema does not declare
+            # (``automatic``: true, see is_automatic), so no saved workflow's layout changes
+            hidden=[io.Hidden.unique_id, io.Hidden.prompt],
         )
 
     @classmethod
@@ -102,7 +112,7 @@ class SeedReuseSession(io.ComfyNode):
         return host.local_only((transactions.current_user() or "", transactions.global_epoch()))
 
     @classmethod
-    def validate_inputs(cls, cache_name, reuse, reuse_prefix_segments, from_take=0, automatic=False):
+    def validate_inputs(cls, cache_name, reuse, reuse_prefix_segments, from_take=0):
         # ComfyUI calls this instead of its own min/max check for these inputs, with the literals
         # already converted (int(1.5) == 1: the raw value is checked in POST /prompt, see
         # routes.refuse_inexact_numbers); a linked input arrives as None (checked in execute).
@@ -127,7 +137,7 @@ class SeedReuseSession(io.ComfyNode):
         return True
 
     @classmethod
-    def execute(cls, cache_name, reuse, reuse_prefix_segments, from_take=0, automatic=False):
+    def execute(cls, cache_name, reuse, reuse_prefix_segments, from_take=0):
         transactions.refuse_if_unsafe()   # a provider could see this node (nodes/cache_providers.py)
         name = roots.validate_cache_name(cache_name)
         e = prefix_segments_problem(reuse_prefix_segments)   # a linked value was not validated
@@ -135,7 +145,7 @@ class SeedReuseSession(io.ComfyNode):
         if e is not None:
             raise e
         root = users.root_for(transactions.current_user())   # the user's namespace (--multi-user)
-        if automatic is True:                                # its automatic caches (store/namespaces.py)
+        if is_automatic(cls.hidden.prompt, cls.hidden.unique_id):   # its automatic caches (namespaces.py)
             root = str(namespaces.auto_root(root))
         return io.NodeOutput(Session(root, name, reuse, int(reuse_prefix_segments), int(from_take),
                                      keep_takes()))
