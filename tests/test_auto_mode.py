@@ -247,3 +247,29 @@ def test_a_prompt_the_instrumenter_cannot_handle_runs_unchanged_with_one_warning
     rep = extra["seedreuse_auto_report"]
     assert rep["applied"] is False and "cannot handle" in rep["warning"] and "2000" in rep["warning"], rep
     assert a.log_text().count("automatic mode left a prompt unchanged") == log_before + 1
+
+
+def test_multi_user_automatic_caches_are_per_user(workers, module_workers, object_info):
+    """--multi-user: each user's automatic caches are in that user's namespace (.users/<u>/.auto);
+    the same prompt from another user encodes into its own cache, never reads the first's."""
+    import uuid
+    a, _, _, root = workers
+    w = module_workers.one(models_dir=a.models_dir, env={"SEEDREUSE_AUTO": "1"}, extra_args=["--multi-user"],
+                           name_prefix="mu")
+    graphs.write_test_image(w.input_dir / IMAGE, 64, 64, seed=7)
+    users = [w.post_json("/users", {"username": f"{n}-{uuid.uuid4().hex[:6]}"}) for n in ("alice", "bob")]
+    p = api_form("text_to_video_wan", object_info, seed=61, prefix="auto_mu")
+    p[next(k for k, n in p.items() if n["class_type"].endswith("TextEncode"))]["inputs"]["text"] = "per user"
+    names = []
+    try:
+        for user in users:
+            w.headers = {"comfy-user": user}
+            r = w.run(p, timeout=600).raise_for_status()
+            rep = auto_report(r)
+            assert rep["applied"] and all(e["action"] == "encoded" for e in slot_outputs(r).values()), rep
+            assert (root / ".users" / user / ".auto" / rep["cache"] / "manifest.json").is_file()
+            names.append(rep["cache"])
+    finally:
+        w.headers = {}
+    assert names[0] == names[1], "the name comes from the encoder inputs alone"
+    assert not (root / ".auto" / names[0]).exists()
