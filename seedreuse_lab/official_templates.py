@@ -2,8 +2,11 @@
 the template tests, the automatic-mode tests and the benchmarks share.
 
 ``load_template(name)`` reads a template's UI file; ``for_test_host(api, TEMPLATES[name], seed=,
-prefix=)`` points its API form at the tiny generated models and the stand-in encoders, shrinks
-sizes and steps and sets the seed; ``templates_models_dir`` lays out the models folder they need.
+prefix=, stock_talk=)`` points its API form at the tiny generated models and the stand-in
+encoders, shrinks sizes and steps and sets the seed; ``templates_models_dir`` lays out the models
+folder they need; ``layouts(object_info)`` the widget layouts the converter needs beyond the host's.
+The InfiniteTalk template runs its stock nodes where the host has them (``stock_talk``: ComfyUI
+0.33), else the family stand-ins.
 """
 from __future__ import annotations
 
@@ -13,7 +16,10 @@ import json
 import os
 from pathlib import Path
 
+from . import encoder_models as em
 from . import family_models as fm
+from . import host
+from . import infinitetalk_models as im
 from . import tiny_models as tm
 
 IMAGE = "template_ref.png"
@@ -35,13 +41,19 @@ TEMPLATES = {
     "video_wan2_2_5B_ti2v": dict(unet=lambda n: fm.WAN22_TI2V, vae=fm.WAN22_VAE, text="wan"),
     "image_qwen_image": dict(unet=lambda n: fm.QWEN_IMAGE, vae=fm.QWEN_IMAGE_VAE, text="qwen"),
     "image_qwen_image_edit": dict(unet=lambda n: fm.QWEN_IMAGE, vae=fm.QWEN_IMAGE_VAE, text="qwen"),
-    # two chained InfiniteTalk subgraphs (the second continues from the first's frames)
-    "video_wan2_1_infinitetalk": dict(unet=lambda n: tm.I2V, vae=tm.VAE, text="wan", talk=True),
+    # two chained InfiniteTalk subgraphs (the second continues from the first's frames); the stock
+    # node needs the I2V whose width its tiny patch was made for
+    "video_wan2_1_infinitetalk": dict(unet=lambda n: tm.I2V, vae=tm.VAE, text="wan", talk=True,
+                                      stock_unet=im.I2V_TALK),
 }
 # Widget layouts of the newer host's classes the converter meets before the stand-ins replace them
 NEWER_LAYOUTS = {"WanInfiniteTalkToVideo": ["mode", "width", "height", "length", "motion_frame_count", "audio_scale"],
                  "ModelPatchLoader": ["name"], "AudioEncoderLoader": ["audio_encoder_name"],
                  "AudioEncoderEncode": [], "LoadAudio": ["audio", None, None], "AudioConcat": ["direction"]}
+# The InfiniteTalk template's Painter values are the 5-widget layout mask, width, height, bg_color,
+# brush_color (the 0.3.75 stand-in's schema). 0.33's stock Painter has no brush_color and marks
+# width/height hidden (no widget in the host's layout): the values map by that older layout there.
+STOCK_PAINTER_LAYOUT = ["mask", "width", "height", "bg_color", None]
 ENCODER_COUNTERS = ("text_loader", "text_encode", "clip_vision_loader", "clip_vision_encode", "audio_loader",
                     "audio_encode")
 
@@ -49,8 +61,6 @@ ENCODER_COUNTERS = ("text_loader", "text_encode", "clip_vision_loader", "clip_vi
 def load_template(name: str) -> dict:
     ref = importlib.resources.files("comfyui_workflow_templates_json") / "templates" / f"{name}.json"
     return json.loads(ref.read_text(encoding="utf-8"))
-
-
 
 
 def _pin(d: Path) -> None:
@@ -70,12 +80,24 @@ def _pin(d: Path) -> None:
 
 
 def templates_models_dir(tiny_models, dest: Path) -> Path:
-    """The tiny models plus the family models, and the LoRA placeholder, under ``dest``."""
+    """The tiny models plus the family models (and, where the host has the stock InfiniteTalk
+    nodes, the tiny patch with its I2V and the real wav2vec2 base), and the LoRA placeholder,
+    under ``dest``."""
     d = fm.models_dir_with_families(tiny_models, fm.ensure_family_models(), dest)
+    if host.has_stock_infinitetalk():
+        im.link_if_host_has_them(d)
+        em.link_encoders(em.ensure_encoder_models(), d)
     _pin(d)
     (d / "loras").mkdir(exist_ok=True)
     (d / "loras" / PLACEHOLDER).write_bytes(b"\0" * 16)   # validated (switched-off LoRA branches), never loaded
     return d
+
+
+def layouts(object_info: dict) -> dict:
+    """NEWER_LAYOUTS, plus the template's Painter layout where the host's Painter lacks brush_color."""
+    painter = (object_info.get("Painter") or {}).get("input") or {}
+    names = {**(painter.get("required") or {}), **(painter.get("optional") or {})}
+    return {**NEWER_LAYOUTS, **({} if "brush_color" in names else {"Painter": STOCK_PAINTER_LAYOUT})}
 
 
 def _is_link(v) -> bool:
@@ -95,24 +117,30 @@ def _bypass(p: dict, class_type: str, through: str) -> None:
                         n["inputs"][k] = src
 
 
-def _for_infinitetalk(p: dict) -> None:
-    """The InfiniteTalk template on the 0.3.75 host: stand-ins for the newer and the full-size
-    nodes, no LoRA (a placeholder cannot load), the output video without its audio track."""
+def _for_infinitetalk(p: dict, stock: bool) -> None:
+    """The InfiniteTalk template on the test host: no LoRA (a placeholder cannot load), sine
+    speech. With ``stock`` (the host has WanInfiniteTalkToVideo) the stock node, ModelPatchLoader
+    (tiny patch), audio encoder (wav2vec2 base) and AudioConcat run; else the stand-ins for the
+    newer and the full-size nodes, and the output video has no audio track (no AudioConcat)."""
     _bypass(p, "LoraLoaderModelOnly", "model")
-    _bypass(p, "AudioConcat", "nothing")
+    if not stock:
+        _bypass(p, "AudioConcat", "nothing")
     for n in p.values():
         ct, ins = n["class_type"], n["inputs"]
         if ct == "WanInfiniteTalkToVideo":
-            n["class_type"] = "SeedReuseTestInfiniteTalkToVideo"
-            for k in [k for k in ins if k.startswith("mode.")]:
-                ins[k.split(".", 1)[1]] = ins.pop(k)
             ins["motion_frame_count"] = 1
+            if not stock:
+                n["class_type"] = "SeedReuseTestInfiniteTalkToVideo"
+                for k in [k for k in ins if k.startswith("mode.")]:
+                    ins[k.split(".", 1)[1]] = ins.pop(k)
         elif ct == "ModelPatchLoader":
-            n.update(class_type="SeedReuseTestModelPatchLoader", inputs={"name": fm.INFINITETALK_PATCH})
+            n.update(inputs={"name": im.PATCH}) if stock else \
+                n.update(class_type="SeedReuseTestModelPatchLoader", inputs={"name": fm.INFINITETALK_PATCH})
         elif ct == "AudioEncoderLoader":
-            n.update(class_type="SeedReuseTestAudioEncoderLoader",
-                     inputs={"audio_encoder_name": tm.AUDIO_ENCODER, "work_ms": 0})
-        elif ct == "AudioEncoderEncode":
+            n.update(inputs={"audio_encoder_name": em.WAV2VEC2_BASE}) if stock else \
+                n.update(class_type="SeedReuseTestAudioEncoderLoader",
+                         inputs={"audio_encoder_name": tm.AUDIO_ENCODER, "work_ms": 0})
+        elif ct == "AudioEncoderEncode" and not stock:
             n.update(class_type="SeedReuseTestAudioEncode", inputs={**ins, "work_ms": 0})
         elif ct == "LoadAudio":
             n.update(class_type="SeedReuseTestSineAudio",
@@ -121,16 +149,18 @@ def _for_infinitetalk(p: dict) -> None:
             ins["steps"] = 2
 
 
-def for_test_host(api: dict, spec: dict, *, seed: int, prefix: str) -> dict:
-    """Tiny models, stand-in encoders, tiny sizes and steps, the given seed everywhere."""
+def for_test_host(api: dict, spec: dict, *, seed: int, prefix: str, stock_talk: bool = False) -> dict:
+    """Tiny models, stand-in encoders, tiny sizes and steps, the given seed everywhere;
+    ``stock_talk``: the InfiniteTalk nodes stay stock (the host has them)."""
     p = json.loads(json.dumps(api))
+    stock_talk = stock_talk and bool(spec.get("talk"))
     if spec.get("talk"):
-        _for_infinitetalk(p)
+        _for_infinitetalk(p, stock_talk)
     qwen = spec["text"] == "qwen"
     for n in p.values():
         ct, ins = n["class_type"], n["inputs"]
         if ct == "UNETLoader":
-            ins["unet_name"] = spec["unet"](ins["unet_name"])
+            ins["unet_name"] = spec["stock_unet"] if stock_talk else spec["unet"](ins["unet_name"])
         elif ct == "VAELoader":
             ins["vae_name"] = spec["vae"]
         elif ct == "CLIPLoader":
@@ -158,7 +188,8 @@ def for_test_host(api: dict, spec: dict, *, seed: int, prefix: str) -> dict:
         elif ct in ("SaveVideo", "SaveImage"):
             ins["filename_prefix"] = prefix
         ins = n["inputs"]
-        for k, v in (("width", 32), ("height", 32), ("length", 5)):
+        small = 64 if n["class_type"] == "Painter" else 32      # 0.33's Painter: at least 64
+        for k, v in (("width", small), ("height", small), ("length", 5)):
             if k in ins:
                 ins[k] = v
         for k in ("seed", "noise_seed"):
@@ -172,17 +203,20 @@ def for_test_host(api: dict, spec: dict, *, seed: int, prefix: str) -> dict:
     return p
 
 
-def output_digest(worker, res) -> str:
-    files = res.output_files()
+def output_digest(worker, res, prompt: dict) -> str:
+    """sha256 of the decoded pixels of every file the prompt's SaveVideo / SaveImage nodes wrote
+    (not of preview images: 0.33's Painter previews its blank canvas, the same on every seed)."""
+    saves = sorted(k for k, n in prompt.items() if n["class_type"] in ("SaveVideo", "SaveImage"))
+    files = [f for k in saves for f in res.output_files(k)]
     assert files, f"no output files: {res.outputs}"
-    path = worker.output_path(files[0])
-    if path.suffix == ".png":
-        from PIL import Image
-        import numpy as np
-        data = np.asarray(Image.open(path)).tobytes()
-    else:
-        from reuse_backend.media import video
-        data = video.decode_frames(str(path)).tobytes()
-    return hashlib.sha256(data).hexdigest()
-
-
+    h = hashlib.sha256()
+    for f in files:
+        path = worker.output_path(f)
+        if path.suffix == ".png":
+            from PIL import Image
+            import numpy as np
+            h.update(np.asarray(Image.open(path)).tobytes())
+        else:
+            from reuse_backend.media import video
+            h.update(video.decode_frames(str(path)).tobytes())
+    return h.hexdigest()

@@ -8,6 +8,11 @@ shrink sizes and steps; then worker A runs it (every slot encoded) and worker B,
 sharing the cache root, runs it with a new seed: no encoder and no encoder loader executes there,
 the samplers do, and the output differs. Nodes newer than the 0.3.75 host (ComfySwitchNode,
 ComfyMathExpression) come from seedreuse_lab/stand_in_nodes/newer_nodes.py.
+
+The InfiniteTalk template (two speakers, two chained subgraphs) runs its STOCK
+WanInfiniteTalkToVideo, ModelPatchLoader (the tiny MultiTalk patch of infinitetalk_models.py),
+AudioEncoderLoader / AudioEncoderEncode (full-size random-weight wav2vec2 base) and AudioConcat
+where the worker registers the node (ComfyUI 0.33); elsewhere (0.3.75) the family stand-ins.
 """
 from __future__ import annotations
 
@@ -18,9 +23,9 @@ import pytest
 
 from reuse_backend.workflow import instrument
 from reuse_backend.workflow.ui_to_api import convert
-from seedreuse_lab import graphs
-from seedreuse_lab.official_templates import (ENCODER_COUNTERS, IMAGE, NEWER_LAYOUTS, SAMPLERS, TEMPLATES,
-                                              for_test_host, load_template, output_digest, templates_models_dir)
+from seedreuse_lab import graphs, host
+from seedreuse_lab.official_templates import (ENCODER_COUNTERS, IMAGE, SAMPLERS, TEMPLATES, for_test_host,
+                                              layouts, load_template, output_digest, templates_models_dir)
 
 pytestmark = pytest.mark.comfy
 
@@ -43,32 +48,47 @@ def object_info(pair) -> dict:
     return pair[0].object_info()
 
 
+@pytest.fixture(scope="module")
+def stock_talk(object_info) -> bool:
+    """The worker registers WanInfiniteTalkToVideo (then the template runs it); a host whose source
+    has it must register it (its tiny patch was generated for it)."""
+    registered = "WanInfiniteTalkToVideo" in object_info
+    assert registered == host.has_stock_infinitetalk(), (registered, host.has_stock_infinitetalk())
+    return registered
+
+
 def slot_events(res) -> dict:
     return {e["data"]["slot"]: e["data"] for e in res.events_of("seedreuse.slot")}
 
 
 @pytest.mark.parametrize("name", sorted(TEMPLATES))
-def test_template_made_reusable_runs_on_two_workers(name, pair, object_info):
+def test_template_made_reusable_runs_on_two_workers(name, pair, object_info, stock_talk):
     a, b, root = pair
     ui = load_template(name)
     new_ui, report = instrument(ui, name_hint=name)
     assert report["changed"] and report["wrapped"], report
     again, report2 = instrument(new_ui, name_hint=name)
     assert again == new_ui and not report2["changed"]
-    api, problems = convert(new_ui, object_info, overrides=NEWER_LAYOUTS)
+    api, problems = convert(new_ui, object_info, overrides=layouts(object_info))
     assert not [x for x in problems if "not a class of this host" in x], problems
     spec = TEMPLATES[name]
     wrapped = {w["slot"]: w["producer"]["node"] for w in report["wrapped"]}
     for w in (a, b):
         w.reset_counts()
-    ra = a.run(for_test_host(api, spec, seed=1, prefix=f"tpl_{name}_a"), timeout=600).raise_for_status()
+    pa = for_test_host(api, spec, seed=1, prefix=f"tpl_{name}_a", stock_talk=stock_talk)
+    ra = a.run(pa, timeout=600).raise_for_status()
     ev = slot_events(ra)
     assert set(ev) == set(wrapped) and all(e["action"] == "encoded" for e in ev.values()), ev
     assert a.counts()["text_encode"] >= 1
     manifest = json.loads((root / report["cache_name"] / "manifest.json").read_text())
     assert set(manifest["slots"]) == set(wrapped)
 
-    pb = for_test_host(api, spec, seed=2, prefix=f"tpl_{name}_b")
+    if spec.get("talk"):     # both chained subgraphs' WanInfiniteTalkToVideo (stock or stand-in) ran on A
+        talks = {k for k, n in pa.items() if n["class_type"].endswith("InfiniteTalkToVideo")}
+        assert len(talks) == 2 and talks <= set(ra.executed), (talks, ra.executed)
+        assert {pa[k]["class_type"] for k in talks} == {
+            "WanInfiniteTalkToVideo" if stock_talk else "SeedReuseTestInfiniteTalkToVideo"}
+    pb = for_test_host(api, spec, seed=2, prefix=f"tpl_{name}_b", stock_talk=stock_talk)
     rb = b.run(pb, timeout=600).raise_for_status()
     ev = slot_events(rb)
     assert all(e["action"] == "reused" for e in ev.values()) and set(ev) == set(wrapped), ev
@@ -81,7 +101,7 @@ def test_template_made_reusable_runs_on_two_workers(name, pair, object_info):
     assert loaders and not loaders & set(rb.executed)
     samplers = {k for k, n in pb.items() if n["class_type"] in SAMPLERS}
     assert samplers and samplers <= set(rb.executed)
-    assert output_digest(a, ra) != output_digest(b, rb)
+    assert output_digest(a, ra, pa) != output_digest(b, rb, pb)
     for w in (a, b):
         w.free()
 
