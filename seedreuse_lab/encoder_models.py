@@ -16,10 +16,8 @@ The audio encoder nodes need torchaudio on the host (scripts/setup.sh installs i
 """
 from __future__ import annotations
 
-import hashlib
 from pathlib import Path
 
-from . import host
 from . import tiny_models as tm
 
 GENERATOR = Path(__file__).with_name("_gen_encoder_models.py")
@@ -30,10 +28,7 @@ PREFIX = "encoders-"
 
 
 def generator_hash() -> str:
-    h = hashlib.sha256()
-    h.update(GENERATOR.read_bytes())
-    h.update(b"\0comfyui=" + host.comfyui_version().encode())
-    return h.hexdigest()[:16]
+    return tm.generator_hash(GENERATOR)
 
 
 def ensure_encoder_models(timeout: float = 1200) -> tm.TinyModels:

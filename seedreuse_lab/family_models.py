@@ -11,7 +11,6 @@ about a minute to generate on 2 cores), so only the tests of tests/families ask 
 from __future__ import annotations
 
 import fcntl
-import hashlib
 import json
 import os
 import shutil
@@ -45,11 +44,7 @@ FILES = {
 
 
 def generator_hash() -> str:
-    h = hashlib.sha256()
-    h.update(GENERATOR.read_bytes())
-    h.update(b"\0base=" + tm.GENERATOR.read_bytes())
-    h.update(b"\0comfyui=" + host.comfyui_version().encode())
-    return h.hexdigest()[:16]
+    return tm.generator_hash(GENERATOR, on_base=True)
 
 
 def ensure_family_models(timeout: float = 900) -> tm.TinyModels:

@@ -13,7 +13,6 @@ of that file, _gen_tiny_models.py and the host's ComfyUI version; small, so no p
 """
 from __future__ import annotations
 
-import hashlib
 from pathlib import Path
 
 from . import host
@@ -27,11 +26,7 @@ PREFIX = "infinitetalk-"
 
 
 def generator_hash() -> str:
-    h = hashlib.sha256()
-    h.update(GENERATOR.read_bytes())
-    h.update(b"\0base=" + tm.GENERATOR.read_bytes())
-    h.update(b"\0comfyui=" + host.comfyui_version().encode())
-    return h.hexdigest()[:16]
+    return tm.generator_hash(GENERATOR, on_base=True)
 
 
 def ensure_infinitetalk_models(timeout: float = 600) -> tm.TinyModels:

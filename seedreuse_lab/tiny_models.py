@@ -62,9 +62,13 @@ class TinyModels:
         return link_models_dir(self, dest)
 
 
-def generator_hash() -> str:
+def generator_hash(generator: Path | None = None, *, on_base: bool = False) -> str:
+    """A generator's version: its source (``on_base``: and this module's generator, whose
+    models it builds on) and the ComfyUI version, whose classes the weights are made for."""
     h = hashlib.sha256()
-    h.update(GENERATOR.read_bytes())
+    h.update((generator or GENERATOR).read_bytes())
+    if on_base:
+        h.update(b"\0base=" + GENERATOR.read_bytes())
     h.update(b"\0comfyui=" + host.comfyui_version().encode())
     return h.hexdigest()[:16]
 
