@@ -627,13 +627,14 @@ def machine() -> dict:
     gpu = torch.cuda.get_device_name(0) if torch.cuda.is_available() else "none"
     return {"date": time.strftime("%Y-%m-%d %H:%M:%S %Z"), "nproc": os.cpu_count(), "cpu": cpu, "ram": mem,
             "gpu": gpu, "load_avg_start": os.getloadavg(), "python": platform.python_version(),
-            "torch": torch.__version__, "command": " ".join(["scripts/bench.sh"] + sys.argv[1:])}
+            "torch": torch.__version__, "comfyui": f"{host.comfyui_version()} at {host.comfyui_dir()}",
+            "command": " ".join(["scripts/bench.sh"] + sys.argv[1:])}
 
 
 def print_table(info: dict) -> None:
     print(f"# SeedReuse benchmark ({info['date']})")
     print(f"machine: {info['nproc']} CPUs ({info['cpu']}), {info['ram']} RAM, GPU {info['gpu']}; "
-          f"python {info['python']}, torch {info['torch']}")
+          f"python {info['python']}, torch {info['torch']}; ComfyUI {info['comfyui']}")
     print(f"load average at start {tuple(round(x, 2) for x in info['load_avg_start'])}, at end "
           f"{tuple(round(x, 2) for x in info['load_avg_end'])}; total {info['seconds']:.0f} s")
     print(f"command: {info['command']}\n")
