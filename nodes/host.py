@@ -228,6 +228,19 @@ def send_event(event: str, data: dict) -> None:
         log.debug("could not send %s: %s", event, e)
 
 
+def send_to_client(event: str, data: dict, client_id) -> bool:
+    """A websocket event to the client ``client_id`` only; nothing is sent without one (the
+    server's send_sync would broadcast it to every client). False when nothing was sent."""
+    if not client_id:
+        return False
+    try:
+        prompt_server().send_sync(event, data, client_id)
+        return True
+    except Exception as e:  # feedback must never break a run
+        log.debug("could not send %s: %s", event, e)
+        return False
+
+
 def output_directory() -> str:
     return folder_paths.get_output_directory()
 
