@@ -27,9 +27,11 @@ Invariant: the setting never fails a prompt. Anything the instrumenter or the ke
 cannot handle leaves the prompt exactly as it arrived, with one warning in the log and the
 report's ``warning`` (the history). Not guaranteed: a prompt queued through another path than
 POST /prompt (a custom node calling the queue directly) is not seen; the outcomes reach the
-history because the host hands the executor a shallow copy of the queued ``extra_data`` (0.3.75
-and 0.33.0 main.prompt_worker), so the report the executor updates is the one the history keeps
-(tests/test_auto_mode.py checks it); a failed or interrupted prompt's report keeps its arrival form.
+history by replacing the report in the running prompt's queue entry, the copy the host moves to
+the history (host.set_running_extra_data; where that entry is not found, the history keeps the
+arrival report and only the websocket message and execution_success carry the outcomes:
+tests/test_auto_mode.py checks the history on both hosts); a failed or interrupted prompt's
+report keeps its arrival form.
 """
 from __future__ import annotations
 
@@ -164,7 +166,11 @@ def report_on_success(ctx) -> dict | None:
     if not isinstance(report, dict) or not (report.get("applied") or report.get("warning")):
         return None
     if report.get("applied"):
-        report.update(auto.outcomes(report, ctx.results))   # in place: the history's copy (module doc)
+        report = {**report, **auto.outcomes(report, ctx.results)}
+        if not host.set_running_extra_data(ctx.prompt_id, auto.REPORT, report):
+            log.warning("seedreuse: the history of prompt %s keeps automatic mode's arrival report (no running "
+                        "queue entry found); the websocket message and execution_success carry the outcomes",
+                        ctx.prompt_id)
     host.send_to_client(auto.MESSAGE, {"prompt_id": ctx.prompt_id, **report}, ctx.extra.get("client_id"))
     return {auto.REPORT: report}
 

@@ -44,16 +44,21 @@ def _types(page) -> list:
 
 
 def _queue_and_wait_for_toast(page, worker) -> tuple[dict, dict]:
-    """Queue the canvas graph as the Queue button does; (the toast, the report it shows)."""
+    """Queue the canvas graph as the Queue button does; (the toast, the report it shows) once the
+    frontend's own toast (PrimeVue's .p-toast-message) shows it. Polled in the page itself, so a
+    stalled page cannot miss a toast that is up (its life timer runs on the same thread)."""
     n = page.evaluate("() => window.__seedreuse.toasts.length")
     page.evaluate(f"() => {APP}.queuePrompt(0, 1)")
+    shown = f"""(n) => !!window.__seedreuse.lastExecutionError
+        || window.__seedreuse.toasts.slice(n).some((t) => t.summary.startsWith('{SUMMARY}')
+           && [...document.querySelectorAll('.p-toast-message')].some((e) => e.textContent.includes(t.summary)))"""
     try:
-        page.wait_for_function(f"(n) => window.__seedreuse.toasts.slice(n).some((t) => t.summary.startsWith("
-                               f"'{SUMMARY}'))", arg=n, timeout=300_000)
+        page.wait_for_function(shown, arg=n, timeout=300_000)
     except Exception as e:
         state = page.evaluate("() => ({toasts: window.__seedreuse.toasts, reports: window.__seedreuse.autoReports, "
                               "errors: window.__seedreuse.errors, lastError: window.__seedreuse.lastExecutionError})")
-        raise AssertionError(f"no automatic-mode toast: {state}\n{worker.log_tail(40)}") from e
+        raise AssertionError(f"no automatic-mode toast on the page: {state}\n{worker.log_tail(40)}") from e
+    assert page.evaluate("() => window.__seedreuse.lastExecutionError") is None, worker.log_tail(40)
     toast = [t for t in page.evaluate("() => window.__seedreuse.toasts")[n:] if t["summary"].startswith(SUMMARY)]
     assert len(toast) == 1, toast
     report = page.evaluate("() => window.__seedreuse.autoReports[window.__seedreuse.autoReports.length - 1]")
@@ -75,8 +80,6 @@ def test_a_plain_workflow_queued_from_the_canvas_reports_its_reuse_as_a_toast(pa
     first = report["outputs"][0]
     assert f"{first['slot']} ({first['producer']} {first['node']}): encoded" in toast["detail"], toast
     assert f"cache {report['cache']}" in toast["detail"], toast
-    # the frontend's own toast (PrimeVue) shows it on the page
-    page.locator(".p-toast-message", has_text=toast["summary"]).first.wait_for(timeout=30_000)
     assert _types(page) == types, "the canvas graph is never changed"
 
     # a new seed: the same encoder inputs, reused
@@ -92,6 +95,5 @@ def test_a_plain_workflow_queued_from_the_canvas_reports_its_reuse_as_a_toast(pa
     assert toast2["severity"] == "success", toast2
     assert f"reused {len(slots)} of {len(slots)} encoder output" in toast2["summary"] and "saved" in toast2["summary"]
     assert f"{first['slot']} ({first['producer']} {first['node']}): reused · saved" in toast2["detail"], toast2
-    page.locator(".p-toast-message", has_text=toast2["summary"]).first.wait_for(timeout=30_000)
     assert _types(page) == types
     assert page.evaluate("() => window.__seedreuse.errors") == []
