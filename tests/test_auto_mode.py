@@ -271,6 +271,8 @@ def test_the_report_goes_to_the_client_that_queued_the_prompt_only(workers, obje
     import websocket
     a = workers[0]
     p = api_form("text_to_video_wan", object_info, seed=71, prefix="auto_ws")
+    text = next(n for n in p.values() if n["class_type"].endswith("TextEncode"))["inputs"]
+    text["text"] += f" (websocket {uuid.uuid4().hex[:8]})"      # new encoder inputs: encoded, not ComfyUI-cached
     mine, other = uuid.uuid4().hex, uuid.uuid4().hex
     ws = websocket.create_connection(f"ws://127.0.0.1:{a.port}/ws?clientId={mine}", timeout=30)
     by = websocket.create_connection(f"ws://127.0.0.1:{a.port}/ws?clientId={other}", timeout=30)
@@ -286,7 +288,7 @@ def test_the_report_goes_to_the_client_that_queued_the_prompt_only(workers, obje
         reports = [m["data"] for m in got if m["type"] == "seedreuse.auto_report"]
         assert len(reports) == 1 and reports[0]["prompt_id"] == pid and reports[0]["applied"], reports
         outs = reports[0]["outputs"]
-        assert outs and all(o["action"] in ("reused", "encoded") and o["slot"] and o["producer"] for o in outs), outs
+        assert outs and all(o["action"] == "encoded" and o["slot"] and o["producer"] for o in outs), outs
         assert got[-1]["data"]["seedreuse_auto_report"] == {k: v for k, v in reports[0].items() if k != "prompt_id"}
         busy = [False]
 

@@ -16,7 +16,7 @@ function outputLine(o) {
   if (o.action === "encoded") {
     return `${what}: encoded` + (typeof o.encode_seconds === "number" ? ` in ${fmtSeconds(o.encode_seconds)}` : "");
   }
-  return `${what}: not run (ComfyUI's own cache served it)`;
+  return `${what}: not run (ComfyUI's own cache served it, or nothing needed it)`;
 }
 
 // {summary, detail, severity} of a report (the toast's text).
@@ -29,7 +29,7 @@ export function autoReportText(r) {
   const parts = [];
   if (r.reused) parts.push(`reused ${r.reused}`);
   if (r.encoded) parts.push(`encoded ${r.encoded}`);
-  if (r.not_run) parts.push(`${r.not_run} not run`);
+  if (r.not_run) parts.push(`${r.not_run} from ComfyUI's own cache`);
   const n = outs.length;
   const summary = `SeedReuse (automatic): ${parts.join(", ") || "nothing"} of ${n} encoder output${n === 1 ? "" : "s"}`
     + (r.reused ? ` · saved ${fmtSeconds(r.saved_seconds || 0)}` : "");
