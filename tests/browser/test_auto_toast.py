@@ -13,7 +13,7 @@ import pytest
 from reuse_backend.workflow.node_types import PACK_NODES
 from seedreuse_lab import graphs
 from seedreuse_lab.graphs import T2V
-from ._canvas import APP, WIDGET_VALUE
+from ._canvas import APP, WIDGET_VALUE, open_canvas
 
 pytestmark = [pytest.mark.comfy, pytest.mark.browser]
 
@@ -29,13 +29,7 @@ def auto_worker(module_workers, write_ui_settings):
 
 @pytest.fixture
 def page(browser, auto_worker):
-    ctx = browser.new_context(viewport={"width": 1400, "height": 900})
-    ctx.route("**/*", lambda route: route.continue_() if route.request.url.startswith(auto_worker.url)
-              or route.request.url.startswith("data:") else route.abort())
-    p = ctx.new_page()
-    p.goto(auto_worker.url + "/", wait_until="domcontentloaded")
-    p.wait_for_function("window.__seedreuse && window.__seedreuse.ready === true", timeout=60_000)
-    p.wait_for_function(f"!!({APP} && {APP}.graph && {APP}.canvas)", timeout=30_000)
+    ctx, p = open_canvas(browser, auto_worker)
     yield p
     ctx.close()
 
