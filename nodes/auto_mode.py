@@ -15,11 +15,23 @@ POST /prompt, before ComfyUI validates the prompt:
    the cache, the wrapped slots (slot -> wrapper node, producer) and what was not wrapped. Per
    wrapped output, the wrapper's history output ``seedreuse`` says reused or encoded and the
    time saved (nodes/encode_nodes.py), as its ``seedreuse.slot`` websocket message does.
+3. ``report_on_success`` (transactions.ON_SUCCESS): when the prompt succeeded, the report gains
+   what each wrapped output did (``outputs``: reused / encoded / not run, the seconds; the
+   counts; ``saved_seconds`` in total; workflow/auto.outcomes). The same report goes to the
+   client that queued the prompt as the websocket message ``seedreuse.auto_report`` (to no one
+   when the prompt was queued without a client id) and into the ``execution_success`` message's
+   data under ``seedreuse_auto_report``; the canvas shows it as a toast (web/seedreuse/auto_report.js).
+   A prompt automatic mode left unchanged with a warning sends its report (the warning) the same way.
 
 Invariant: the setting never fails a prompt. Anything the instrumenter or the key computation
 cannot handle leaves the prompt exactly as it arrived, with one warning in the log and the
 report's ``warning`` (the history). Not guaranteed: a prompt queued through another path than
-POST /prompt (a custom node calling the queue directly) is not seen.
+POST /prompt (a custom node calling the queue directly) is not seen; the outcomes reach the
+history by replacing the report in the running prompt's queue entry, the copy the host moves to
+the history (host.set_running_extra_data; where that entry is not found, the history keeps the
+arrival report and only the websocket message and execution_success carry the outcomes:
+tests/test_auto_mode.py checks the history on both hosts); a failed or interrupted prompt's
+report keeps its arrival form.
 """
 from __future__ import annotations
 
@@ -30,7 +42,7 @@ from aiohttp import web
 from ..reuse_backend.errors import InvalidRequestError, ReuseError
 from ..reuse_backend.store import namespaces, usage
 from ..reuse_backend.workflow import auto
-from . import host
+from . import host, transactions
 from .dry_run import check_request, fill_change_tokens
 from .graph_view import SLOT_IO_TYPES, GraphView, slot_key
 from .instrument_route import host_info
@@ -146,6 +158,23 @@ def instrument_on_arrival(json_data):
     return json_data
 
 
+def report_on_success(ctx) -> dict | None:
+    """ON_SUCCESS hook (see the module doc): the report with the outcomes, to the queuing client
+    and into the execution_success data; None for a prompt without a report (mode off) or one
+    left unchanged quietly (it had SeedReuse nodes, or nothing to wrap)."""
+    report = ctx.extra.get(auto.REPORT)
+    if not isinstance(report, dict) or not (report.get("applied") or report.get("warning")):
+        return None
+    if report.get("applied"):
+        report = {**report, **auto.outcomes(report, ctx.results)}
+        if not host.set_running_extra_data(ctx.prompt_id, auto.REPORT, report):
+            log.warning("seedreuse: the history of prompt %s keeps automatic mode's arrival report (no running "
+                        "queue entry found); the websocket message and execution_success carry the outcomes",
+                        ctx.prompt_id)
+    host.send_to_client(auto.MESSAGE, {"prompt_id": ctx.prompt_id, **report}, ctx.extra.get("client_id"))
+    return {auto.REPORT: report}
+
+
 def for_dry_run(body: dict, root: str) -> tuple[dict, str, dict | None]:
     """(prompt, cache root, report) the dry run answers for: the prompt as it would be queued with
     the same setting and switch (InvalidRequestError for a bad switch), under the automatic
@@ -170,6 +199,7 @@ def register() -> None:
     if not host.add_middleware(refuse_bad_switch):
         log.error("seedreuse: extra_data.%s is not checked in POST /prompt (the app started already)", auto.SWITCH)
     srv.add_on_prompt_handler(instrument_on_arrival)
+    transactions.register_on_success(report_on_success)
     budget, source = usage.auto_budget_source()
     state = "on: every queued prompt without a SeedReuse node is made reusable" if setting() else \
         f"off (per prompt: extra_data.{auto.SWITCH} = true)"

@@ -151,6 +151,7 @@ class _EncodeOrReuse(io.ComfyNode):
             report = {"action": "encoded", "encode_seconds": encode_s}
         payload = {"node": uid, "prompt_id": ctx.prompt_id, "cache": session.name, "slot": slot,
                    "reason": d.reason, "mismatch": d.mismatch[:8], "status": status, **report}
+        ctx.results[uid] = payload
         host.send_event("seedreuse.slot", payload)
         return io.NodeOutput(value, status, ui={"seedreuse": [payload]})
 

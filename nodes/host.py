@@ -228,6 +228,36 @@ def send_event(event: str, data: dict) -> None:
         log.debug("could not send %s: %s", event, e)
 
 
+def send_to_client(event: str, data: dict, client_id) -> bool:
+    """A websocket event to the client ``client_id`` only; nothing is sent without one (the
+    server's send_sync would broadcast it to every client). False when nothing was sent."""
+    if not client_id:
+        return False
+    try:
+        prompt_server().send_sync(event, data, client_id)
+        return True
+    except Exception as e:  # feedback must never break a run
+        log.debug("could not send %s: %s", event, e)
+        return False
+
+
+def set_running_extra_data(prompt_id: str, key: str, value) -> bool:
+    """``extra_data[key] = value`` in the running prompt's entry of the queue: the copy the host
+    writes into the history when the prompt ends (``PromptQueue.currently_running`` holds a deep
+    copy of the queued item, and ``task_done`` moves it to the history; the same in 0.3.75 and
+    0.33.0). False when no running entry has that prompt id: the history keeps what was queued."""
+    try:
+        q = prompt_server().prompt_queue
+        with q.mutex:
+            for item in q.currently_running.values():
+                if len(item) > 3 and item[1] == prompt_id and isinstance(item[3], dict):
+                    item[3][key] = value
+                    return True
+    except Exception as e:  # noqa: BLE001 - a host whose queue differs: the history keeps the queued value
+        log.debug("could not update the queue entry of %s: %s", prompt_id, e)
+    return False
+
+
 def output_directory() -> str:
     return folder_paths.get_output_directory()
 

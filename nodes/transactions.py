@@ -34,11 +34,21 @@ HOOK_STATE = {"installed": False, "error": None}
 # (e.g. carry.carry_unexecuted_slots); registered by the package at load, so this module
 # imports no other node module.
 BEFORE_COMMIT: list = []
+# Called as hook(ctx) once a prompt succeeded and its caches are committed, inside the executor's
+# ``execution_success`` message (so before the client hears of the success); a dict it returns
+# is added to that message's data. A hook that raises is logged and skipped: it never fails the
+# prompt. Registered at load (auto_mode.report_on_success).
+ON_SUCCESS: list = []
 
 
 def register_before_commit(fn) -> None:
     if fn not in BEFORE_COMMIT:
         BEFORE_COMMIT.append(fn)
+
+
+def register_on_success(fn) -> None:
+    if fn not in ON_SUCCESS:
+        ON_SUCCESS.append(fn)
 
 
 @dataclass
@@ -62,6 +72,8 @@ class PromptContext:
     used_slots: dict = field(default_factory=dict)  # (root, name) -> slots served or staged
     resolved: dict = field(default_factory=dict)    # file identities shared by the prompt's keys
     refusal: str | None = None                     # why reuse nodes refuse (cache_providers.py)
+    extra: dict = field(default_factory=dict)      # the prompt's extra_data as the executor got it
+    results: dict = field(default_factory=dict)    # Encode-or-Reuse node id -> what it did (its payload)
 
     def snapshot(self, root: str, name: str):
         """The committed version this prompt reads: the open transaction's base, else one
@@ -181,9 +193,24 @@ def _finish(ctx: PromptContext, success: bool) -> None:
         raise errors[0]
 
 
-def _open(prompt_id, prompt, user=None):
+def _open(prompt_id, prompt, extra_data=None):
+    extra = extra_data if isinstance(extra_data, dict) else {}
     with _lock:
-        _prompts[prompt_id] = PromptContext(prompt_id, prompt, user, refusal=cache_providers.refusal())
+        _prompts[prompt_id] = PromptContext(prompt_id, prompt, users.prompt_user(extra_data),
+                                            refusal=cache_providers.refusal(), extra=extra)
+
+
+def _on_success(ctx: PromptContext, data: dict) -> dict:
+    """The execution_success data with what the ON_SUCCESS hooks add."""
+    for hook in ON_SUCCESS:
+        try:
+            more = hook(ctx)
+        except Exception as e:  # noqa: BLE001 - feedback never fails a prompt that succeeded
+            log.error("seedreuse: %s failed for prompt %s: %s", getattr(hook, "__name__", hook), ctx.prompt_id, e)
+            continue
+        if more:
+            data = {**data, **more}
+    return data
 
 
 def _close(prompt_id, success: bool):
@@ -213,7 +240,7 @@ def install() -> bool:
         return False
 
     def execute(self, prompt, prompt_id, *args, **kwargs):
-        _open(prompt_id, prompt, users.prompt_user(args[0] if args else kwargs.get("extra_data")))
+        _open(prompt_id, prompt, args[0] if args else kwargs.get("extra_data"))
         ok = False
         try:
             result = orig_execute(self, prompt, prompt_id, *args, **kwargs)
@@ -253,6 +280,8 @@ def install() -> bool:
                         "executed": [], "exception_message": f"SeedReuse could not publish the cache: {e}",
                         "exception_type": type(e).__name__, "traceback": [], "current_inputs": {},
                         "current_outputs": [], "seedreuse": msg}, broadcast, *args, **kwargs)
+            if ctx is not None and ON_SUCCESS:
+                data = _on_success(ctx, data)
         return orig_add_message(self, event, data, broadcast, *args, **kwargs)
 
     pe.execute = execute

@@ -56,6 +56,7 @@ NEWER_LAYOUTS = {"WanInfiniteTalkToVideo": ["mode", "width", "height", "length",
 STOCK_PAINTER_LAYOUT = ["mask", "width", "height", "bg_color", None]
 ENCODER_COUNTERS = ("text_loader", "text_encode", "clip_vision_loader", "clip_vision_encode", "audio_loader",
                     "audio_encode")
+ENCODER_LOADERS = ("TextEncoderLoader", "ClipVisionLoader", "AudioEncoderLoader")   # class name endings
 
 
 def load_template(name: str) -> dict:
@@ -91,6 +92,16 @@ def templates_models_dir(tiny_models, dest: Path) -> Path:
     (d / "loras").mkdir(exist_ok=True)
     (d / "loras" / PLACEHOLDER).write_bytes(b"\0" * 16)   # validated (switched-off LoRA branches), never loaded
     return d
+
+
+def stock_talk_on(object_info: dict) -> bool:
+    """True when the worker registers WanInfiniteTalkToVideo (the InfiniteTalk template then runs
+    its stock nodes); a host whose source has it must register it (its tiny patch was made for it)."""
+    registered = "WanInfiniteTalkToVideo" in object_info
+    if registered != host.has_stock_infinitetalk():
+        raise AssertionError(f"the worker registers WanInfiniteTalkToVideo: {registered}; the host's source "
+                             f"has it: {host.has_stock_infinitetalk()}")
+    return registered
 
 
 def layouts(object_info: dict) -> dict:
@@ -203,20 +214,48 @@ def for_test_host(api: dict, spec: dict, *, seed: int, prefix: str, stock_talk: 
     return p
 
 
-def output_digest(worker, res, prompt: dict) -> str:
-    """sha256 of the decoded pixels of every file the prompt's SaveVideo / SaveImage nodes wrote
-    (not of preview images: 0.33's Painter previews its blank canvas, the same on every seed)."""
+def encoder_work(prompt: dict, res, counts: dict, wrapped: dict) -> dict:
+    """What of the encoder side ran in ``res`` (a run of ``prompt`` that should have reused every
+    wrapped output; ``counts``: the worker's stand-in counters since before it; ``wrapped``: slot
+    -> producer node id): every value is empty/False when no wrapped encoder, no encoder loader
+    and no stand-in encoder ran, and every sampler did (the prompt has loaders and samplers)."""
+    ran = set(res.executed)
+    loaders = {k for k, n in prompt.items() if n["class_type"].endswith(ENCODER_LOADERS)}
+    samplers = {k for k, n in prompt.items() if n["class_type"] in SAMPLERS}
+    return {"stand-in counters": {k: counts[k] for k in ENCODER_COUNTERS if counts.get(k)},
+            "wrapped producers that ran": sorted(set(wrapped.values()) & ran),
+            "encoder loaders that ran": sorted(loaders & ran), "samplers that did not run": sorted(samplers - ran),
+            "prompt has no encoder loader": not loaders, "prompt has no sampler": not samplers}
+
+
+def output_files(res, prompt: dict) -> list:
+    """The files the prompt's SaveVideo / SaveImage nodes wrote (not preview images: 0.33's
+    Painter previews its blank canvas, the same on every seed)."""
     saves = sorted(k for k, n in prompt.items() if n["class_type"] in ("SaveVideo", "SaveImage"))
     files = [f for k in saves for f in res.output_files(k)]
     assert files, f"no output files: {res.outputs}"
-    h = hashlib.sha256()
-    for f in files:
+    return files
+
+
+def decoded_outputs(worker, res, prompt: dict) -> list:
+    """The decoded pixels (numpy arrays) of every file the prompt's SaveVideo / SaveImage nodes
+    wrote (output_files), in order."""
+    out = []
+    for f in output_files(res, prompt):
         path = worker.output_path(f)
         if path.suffix == ".png":
             from PIL import Image
             import numpy as np
-            h.update(np.asarray(Image.open(path)).tobytes())
+            out.append(np.asarray(Image.open(path)))
         else:
             from reuse_backend.media import video
-            h.update(video.decode_frames(str(path)).tobytes())
+            out.append(video.decode_frames(str(path)))
+    return out
+
+
+def output_digest(worker, res, prompt: dict) -> str:
+    """sha256 of decoded_outputs."""
+    h = hashlib.sha256()
+    for a in decoded_outputs(worker, res, prompt):
+        h.update(a.tobytes())
     return h.hexdigest()

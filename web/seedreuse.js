@@ -11,6 +11,9 @@
 //   reuse_prefix_segments = k on the connected Session.                 seedreuse/timeline.js
 // - Non-blocking toasts for the pack's errors (message, expected, actual, fix), read from the
 //   structured error objects the server sends.              seedreuse/toasts.js, errors.js
+// - A toast saying what automatic mode (SEEDREUSE_AUTO) did for a prompt this page queued: per
+//   wrapped encoder output reused / encoded and the time saved ("seedreuse.auto_report").
+//                                                                 seedreuse/auto_report.js
 // - Work is driven by the host's graph-change events (seedreuse/changes.js), never by polling;
 //   a graph without reuse nodes costs nothing.
 // Styles and the one colour palette live in seedreuse.css.
@@ -33,6 +36,7 @@ import { noteQueued, onExecutionEnd, onExecutionError, onExecutionStart, onMerge
 import { addTimeline, refreshTimelineOnDraw, renderAllTimelines, renderTimeline } from "./seedreuse/timeline.js";
 import { wrapQueue } from "./seedreuse/toasts.js";
 import { instrumentMenuItems } from "./seedreuse/instrument.js";
+import { noteQueuedAuto, onAutoReport } from "./seedreuse/auto_report.js";
 import { installCacheBrowser } from "./seedreuse/cache_browser.js";
 import { installViewRestore } from "./seedreuse/view_restore.js";
 
@@ -75,6 +79,7 @@ const extension = {
       listen("seedreuse.slot", onSlotEvent);
       listen("seedreuse.segments", onSegmentsEvent);
       listen("seedreuse.merge", onMergeEvent);
+      listen("seedreuse.auto_report", onAutoReport);
       listen("execution_start", onExecutionStart);
       listen("execution_error", onExecutionError);
       listen("execution_success", (e) => onExecutionEnd(e, true));
@@ -83,7 +88,10 @@ const extension = {
       document.addEventListener("visibilitychange", guard("visibilitychange", () => {
         if (document.visibilityState === "visible") scheduleCheck(300, true);
       }));
-      wrapQueue(noteQueued);
+      wrapQueue((promptId) => {
+        noteQueued(promptId);
+        noteQueuedAuto(promptId);
+      });
       onGraphConfigured(); // the graph as it is now (a workflow loaded later calls it again)
       NS.ready = true;
       installCacheBrowser(); // the "SeedReuse caches" sidebar tab (seedreuse/cache_browser.js)

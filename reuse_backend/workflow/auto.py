@@ -3,6 +3,7 @@
     on = enabled(setting_from_env(), switch_of(extra_data))   # InvalidRequestError: a 400
     new, report = instrument_for_arrival(prompt, object_info)  # AutoNotApplied: run it unchanged
     name = auto_cache_name({slot: key digest, ...})           # after the keys are computed
+    report.update(outcomes(report, {wrapper id: its payload}))  # once the prompt succeeded
 
 The server setting turns it on for every prompt; the per-request switch
 ``extra_data.seedreuse_auto`` (``true`` / ``false``) overrides it for one prompt, both ways;
@@ -30,6 +31,7 @@ from . import node_types as nt
 ENV = "SEEDREUSE_AUTO"
 SWITCH = "seedreuse_auto"          # extra_data key of the per-request switch
 REPORT = "seedreuse_auto_report"   # extra_data key the server writes (it lands in the history)
+MESSAGE = "seedreuse.auto_report"  # websocket message to the client that queued the prompt
 NAME_PREFIX = "auto-"
 PLACEHOLDER = "auto-pending"       # the Session's name until the keys are known
 _ON, _OFF = ("1", "true", "yes", "on"), ("", "0", "false", "no", "off")
@@ -115,3 +117,28 @@ def auto_cache_name(slot_digests: dict) -> str:
 
 def set_cache_name(prompt: dict, session_id: str, name: str) -> None:
     prompt[session_id]["inputs"]["cache_name"] = name
+
+
+NOT_RUN = "not run"
+
+
+def outcomes(report: dict, results: dict) -> dict:
+    """What each wrapped output of an applied report did in a prompt that succeeded, from its
+    Encode-or-Reuse node's payload (``results``: wrapper node id -> payload, nodes/encode_nodes.py):
+    ``outputs`` (per wrapped output: slot, node, producer class, action reused / encoded / not
+    run, the seconds), the counts and the time saved in total. "not run": the wrapper did not
+    execute in this prompt (ComfyUI's in-memory cache served its output, or nothing downstream
+    needed it), so nothing was read from or written to the cache for it."""
+    outs = []
+    for w in report.get("wrapped") or []:
+        p = results.get(w["node"]) or {}
+        action = p.get("action") or NOT_RUN
+        o = {"slot": w["slot"], "node": w["node"], "producer": (w.get("producer") or {}).get("class_type"),
+             "action": action}
+        for k in ("saved_seconds", "load_seconds", "encode_seconds"):
+            if isinstance(p.get(k), (int, float)):
+                o[k] = round(float(p[k]), 4)
+        outs.append(o)
+    count = {a: sum(o["action"] == a for o in outs) for a in ("reused", "encoded", NOT_RUN)}
+    return {"outputs": outs, "reused": count["reused"], "encoded": count["encoded"], "not_run": count[NOT_RUN],
+            "saved_seconds": round(sum(o.get("saved_seconds", 0.0) for o in outs), 4)}

@@ -122,6 +122,14 @@ def test_automatic_caches_have_their_own_folder_and_always_a_budget(tmp_path, mo
     monkeypatch.setenv(usage.ENV_MAX_BYTES, "7G")             # the operator's budget applies to both
     assert usage.budget_for(auto) == usage.budget_for(tmp_path) == 7 << 30
     assert usage.auto_budget_source() == (7 << 30, usage.ENV_MAX_BYTES)
+    # and evicts in both alike: least recently used first, never the cache that just committed
+    monkeypatch.setenv(usage.ENV_MAX_BYTES, str(int(1.5 * one)))
+    for old in (tmp_path / "named", tmp_path / "named2", auto / "auto-two"):
+        os.utime(old, (1000, 1000))
+    write_version(Cache(tmp_path, "named3"), 5)
+    write_version(Cache(auto, "auto-three"), 6)
+    assert sorted(p.name for p in tmp_path.iterdir() if not p.name.startswith(".")) == ["named3"]
+    assert sorted(p.name for p in auto.iterdir() if not p.name.startswith(".")) == ["auto-three"]
     (tmp_path / "x").mkdir()
     os.symlink(tmp_path / "x", tmp_path / "x" / ".auto")
     with pytest.raises(InvalidRequestError):

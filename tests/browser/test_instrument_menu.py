@@ -12,7 +12,7 @@ import json
 
 import pytest
 
-from ._canvas import APP
+from ._canvas import APP, open_canvas
 
 LABEL = "SeedReuse: make this workflow reusable"
 TEMPLATE = "video_wan2_2_14B_t2v"
@@ -30,13 +30,7 @@ CLICK = f"""async (label) => {{
 
 @pytest.fixture
 def page(browser, ui_worker):
-    ctx = browser.new_context(viewport={"width": 1400, "height": 900})
-    ctx.route("**/*", lambda route: route.continue_() if route.request.url.startswith(ui_worker.url)
-              or route.request.url.startswith("data:") else route.abort())
-    p = ctx.new_page()
-    p.goto(ui_worker.url + "/", wait_until="domcontentloaded")
-    p.wait_for_function("window.__seedreuse && window.__seedreuse.ready === true", timeout=60_000)
-    p.wait_for_function(f"!!({APP} && {APP}.graph && {APP}.canvas)", timeout=30_000)
+    ctx, p = open_canvas(browser, ui_worker)
     yield p
     ctx.close()
 

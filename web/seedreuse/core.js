@@ -24,7 +24,7 @@ export function bindHost(app, api) {
 // The inspection namespace: the entry module exposes it as window.__seedreuse (tests read the
 // badges from here, since canvas drawing cannot be read from the DOM).
 export const NS = {
-  badges: {}, errors: [], toasts: [], events: [],
+  badges: {}, errors: [], toasts: [], events: [], autoReports: [],
   work: { changes: 0, signatures: 0, prompts: 0, posts: 0 }, // what the extension did (tests)
 };
 

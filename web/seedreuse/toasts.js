@@ -3,7 +3,7 @@
 import { NS, host, isPackType, noteError } from "./core.js";
 import { errorLines, errorTitle, executionError } from "./errors.js";
 
-function domToast(summary, lines, life) {
+function domToast(summary, lines, life, severity) {
   let box = document.querySelector(".seedreuse-toasts");
   if (!box) {
     box = document.createElement("div");
@@ -11,7 +11,7 @@ function domToast(summary, lines, life) {
     document.body.appendChild(box);
   }
   const el = document.createElement("div");
-  el.className = "seedreuse-toast";
+  el.className = severity === "error" ? "seedreuse-toast" : "seedreuse-toast seedreuse-toast-info";
   const b = document.createElement("b");
   b.textContent = summary;
   el.appendChild(b);
@@ -26,15 +26,17 @@ function domToast(summary, lines, life) {
   setTimeout(() => el.remove(), life);
 }
 
-export function showToast(summary, detail, life = 12000) {
-  NS.toasts.push({ summary, detail, at: Date.now() });
+// severity: the host toast's ("error", "warn", "info", "success"); the DOM fallback draws
+// "error" in the error tone and the others in the info tone.
+export function showToast(summary, detail, life = 12000, severity = "error") {
+  NS.toasts.push({ summary, detail, severity, at: Date.now() });
   const app = host.app;
   const tm = app && app.extensionManager && app.extensionManager.toast;
   if (tm && typeof tm.add === "function") {
-    tm.add({ severity: "error", summary, detail, life });
+    tm.add({ severity, summary, detail, life });
     return "extensionManager";
   }
-  domToast(summary, String(detail).split("\n"), life);
+  domToast(summary, String(detail).split("\n"), life, severity);
   return "dom";
 }
 
