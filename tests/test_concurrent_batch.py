@@ -38,7 +38,7 @@ def _failures(results) -> list:
 
 
 def test_a_batch_on_three_workers_never_fails_and_encodes_once(comfy_workers):
-    workers = comfy_workers(3, env={"SEEDREUSE_SINGLE_FLIGHT_S": "600"})
+    workers = list(comfy_workers(3, env={"SEEDREUSE_SINGLE_FLIGHT_S": "600"}))
     root = comfy_workers.cache_root
     rows = []
     # cold cache, one text: single flight, the encoder runs once across the workers
@@ -70,7 +70,7 @@ def test_a_batch_on_three_workers_never_fails_and_encodes_once(comfy_workers):
 
 
 def test_segment_runs_at_once_each_become_a_take(comfy_workers):
-    workers = comfy_workers(3)
+    workers = list(comfy_workers(3))
     root = comfy_workers.cache_root
     for w in workers:
         graphs.write_test_image(Path(w.input_dir) / "ref.png", seed=7)

@@ -15,7 +15,7 @@ from pathlib import Path
 from ..errors import CacheBusyError, CorruptCacheError, ReuseError
 from ..storage import fsops
 from . import env_settings, evict, filesystems, readers, recovery, roots, run_lease
-from .lock import WriterLock
+from .lock import WriterLock, stray_lock_files
 from .reader import Snapshot, VersionReader
 from .transaction import RunInfo, Transaction
 
@@ -108,7 +108,7 @@ class Cache:
         if not self.root.is_dir():
             fsops.mkdir(self.root, parents=True, exist_ok=True)
         filesystems.check_root(self.root)      # refuse unsafe shared filesystems before any write
-        recovered = self.recover_leftovers(f"recover-{run.run_id}")
+        recovered = self.recover_leftovers(f"recover-{run.run_id}", strays=True)
         base = None
         try:
             base, base_error = self.snapshot(lease=False), None
@@ -145,13 +145,15 @@ class Cache:
         finally:
             lock.release()
 
-    def recover_leftovers(self, run_id: str | None = None) -> list[str]:
+    def recover_leftovers(self, run_id: str | None = None, *, strays: bool = False) -> list[str]:
         """For readers and runs beginning: when a crashed writer left something behind (its lock,
         the staging of a dead run, the previous version) it is cleaned up, so leftovers never
         outlive the next request. Recovery runs under the lock; while another run commits (busy)
         only what dead runs left in ``.tmp`` is removed (judged by their leases, run_lease.py),
-        and a failed recovery is logged (the next one retries it). Never waits."""
-        if not recovery.has_leftovers(self.paths):
+        and a failed recovery is logged (the next one retries it). Never waits. ``strays``: also
+        the temp files of a crashed lock attempt or release (one listing of the root: a run
+        beginning looks for them, a reader does not)."""
+        if not recovery.has_leftovers(self.paths) and not (strays and stray_lock_files(self.root, self.name)):
             return []
         try:
             done = self.recover(run_id)
