@@ -14,7 +14,7 @@ from pathlib import Path
 
 from ..errors import CacheBusyError, CorruptCacheError, ReuseError
 from ..storage import fsops
-from . import env_settings, evict, filesystems, readers, recovery, roots, run_lease
+from . import env_settings, evict, filesystems, readers, recovery, rootdirs, roots, run_lease
 from .lock import WriterLock, stray_lock_files
 from .reader import Snapshot, VersionReader
 from .transaction import RunInfo, Transaction
@@ -151,9 +151,10 @@ class Cache:
         outlive the next request. Recovery runs under the lock; while another run commits (busy)
         only what dead runs left in ``.tmp`` is removed (judged by their leases, run_lease.py),
         and a failed recovery is logged (the next one retries it). Never waits. ``strays``: also
-        the temp files of a crashed lock attempt or release (one listing of the root: a run
-        beginning looks for them, a reader does not)."""
-        if not recovery.has_leftovers(self.paths) and not (strays and stray_lock_files(self.root, self.name)):
+        the temp files of a crashed lock attempt or release and a half-deleted eviction (a listing
+        of the root and of ``.evicting``: a run beginning looks for them, a reader does not)."""
+        if not recovery.has_leftovers(self.paths) and not (
+                strays and (stray_lock_files(self.root, self.name) or rootdirs.leftovers(self.root, self.name))):
             return []
         try:
             done = self.recover(run_id)
