@@ -9,9 +9,16 @@ with new seeds are sent either all at once (round robin over the workers, then e
 for) or one after another (each waited for before the next, round robin). Measured: the batch's
 wall time, the text encoder's executions (the stand-in's counters, summed over the workers) and
 the failed requests. Ratios side by side; nothing is asserted on time.
+
+The workers run with OMP_NUM_THREADS = CPUs // 3 (at least 1): three ComfyUI processes that each
+start one torch thread per CPU oversubscribe the machine when they sample at the same time (on 2
+cores, 8 warm requests at once took 12.9 s against 1.9 s one after another with the default, and
+1.1 s against 2.0 s with one thread each; docs/BENCHMARKS.md 3d). A service sizes its workers'
+threads the same way.
 """
 from __future__ import annotations
 
+import os
 import time
 from pathlib import Path
 
@@ -38,8 +45,9 @@ def bench_batch(tmp: Path, R: int, h) -> None:
     seeds = iter(range(20000, 1000000))
     res = {(mode, temp): {"wall": [], "encodes": [], "failures": []}
            for mode in ("at once", "one after another") for temp in ("cold", "warm")}
+    threads = str(max(1, (os.cpu_count() or 1) // WORKERS))
     with WorkerGroup(tmp / "batch", WORKERS, models_dir=models, cache_root=tmp / "batch-cache",
-                     name_prefix="batch") as g:
+                     name_prefix="batch", env={"OMP_NUM_THREADS": threads}) as g:
         ws = list(g)
         for w in ws:     # first-run warm-up of each process, not measured
             w.run(t2v_reuse(next(seeds), "warm up", cache_name="warmup", **COSTS), timeout=600).raise_for_status()
@@ -59,7 +67,8 @@ def bench_batch(tmp: Path, R: int, h) -> None:
                     m["wall"].append(wall)
                     m["encodes"].append(sum(w.counts().get("text_encode", 0) for w in ws))
                     m["failures"].append(failed)
-    area = f"a batch of {N} new seeds on {WORKERS} workers sharing one cache (T2V, 32x32, encoder 1.5 s + loader 2 s)"
+    area = (f"a batch of {N} new seeds on {WORKERS} workers sharing one cache (T2V, 32x32, encoder 1.5 s + "
+            f"loader 2 s, OMP_NUM_THREADS={threads} per worker)")
     for temp in ("cold", "warm"):
         a, s = res[("at once", temp)], res[("one after another", temp)]
         for mode, m in (("at once", a), ("one after another", s)):
