@@ -152,9 +152,9 @@ class Cache:
         only what dead runs left in ``.tmp`` is removed (judged by their leases, run_lease.py),
         and a failed recovery is logged (the next one retries it). Never waits. ``strays``: also
         the temp files of a crashed lock attempt or release and a half-deleted eviction (a listing
-        of the root and of ``.evicting``: a run beginning looks for them, a reader does not)."""
+        of the root, a look at ``.evicting``: a run beginning looks for them, a reader does not)."""
         if not recovery.has_leftovers(self.paths) and not (
-                strays and (stray_lock_files(self.root, self.name) or rootdirs.leftovers(self.root, self.name))):
+                strays and (stray_lock_files(self.root, self.name) or os.path.lexists(rootdirs.evicting_dir(self.root)))):
             return []
         try:
             done = self.recover(run_id)
