@@ -11,7 +11,7 @@ promises for concurrent use (store/commit.py, rebase.py, single_flight.py):
   request with the new key encodes it (single flight: the others wait and reuse its commit; the
   stand-in encoder's executions are reported), the committed version is one of the requests
   with the new text, and the failure published nothing;
-* segment cache: two new takes (N = 0, new seeds, S' = 2) at once: both succeed and both become takes
+* segment cache: two new takes (N = 0, new seeds) at once: both succeed and both become takes
   (renumbered in commit order above the kept ones), each take's result is that request's
   saved output (sha256), the older kept takes are unchanged (up to K), nothing is lost;
 * after each burst check() reports nothing and nothing is left behind (no staging, lease,
@@ -32,7 +32,6 @@ from reuse_backend.store.check import check
 from .take_model import SoakFailure, records
 
 FAIL_MESSAGE = "soak: injected failure in burst request"
-SEGMENTS = 2          # S' of a segment burst request
 
 
 def _wait_all(handles, timeout: float) -> list:
@@ -102,16 +101,14 @@ def encoder_burst(soak, idx: int) -> dict:
 
 
 def segment_burst(soak, idx: int, n: int = 2) -> dict:
-    from .soak import SEG_CACHE, sha256_file
+    from .soak import S, SEG_CACHE, sha256_file
     ws = soak.fleet.workers
     m = soak.models[SEG_CACHE]
     before = list(m.takes.takes)
     reqs = []
     for k in range(n):
         req = soak._draw(idx * 100 + k, (SEG_CACHE, k % len(ws)))
-        # two segments each: the burst adds little to the soak's wall time (two runs sampling at
-        # once on a small machine are slower than one after another: docs/BENCHMARKS.md 3d)
-        req.mode, req.N, req.fault, req.from_take, req.variant, req.segments = "auto", 0, "none", 0, "", SEGMENTS
+        req.mode, req.N, req.fault, req.from_take, req.variant, req.segments = "auto", 0, "none", 0, "", S
         reqs.append(req)
     prompts = [soak._prompt(r)[0] for r in reqs]
     t0 = time.monotonic()
