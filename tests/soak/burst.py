@@ -108,6 +108,8 @@ def segment_burst(soak, idx: int, n: int = 2) -> dict:
     reqs = []
     for k in range(n):
         req = soak._draw(idx * 100 + k, (SEG_CACHE, k % len(ws)))
+        # S segments, as a plain request: the serial chain's resumes after the burst (N up to S - 1)
+        # need the latest take to hold them (take_model.predict)
         req.mode, req.N, req.fault, req.from_take, req.variant, req.segments = "auto", 0, "none", 0, "", S
         reqs.append(req)
     prompts = [soak._prompt(r)[0] for r in reqs]
