@@ -10,7 +10,7 @@ from __future__ import annotations
 import time
 
 
-from ..reuse_backend.store import Cache, roots
+from ..reuse_backend.store import Cache, roots, single_flight
 from ..reuse_backend.errors import CorruptCacheError, InvalidRequestError, ReuseError
 from ..reuse_backend.keys.slots import decide_slot
 from ..reuse_backend.keys.value_checks import inspect_slot
@@ -101,15 +101,46 @@ class _EncodeOrReuse(io.ComfyNode):
             # a matching slot is loaded and checked here, before the lazy value is (not)
             # requested: a slot that does not load or holds an unusable value is rebuilt (auto)
             # or fails the run before any sampling (require)
-            err = _snapshot_error(ctx, session.root, session.name) if snap is None and session.mode != "off" else None
-            d = decide_slot(snap, cache_name=session.name, slot=slot, key=key, mode=session.mode,
-                            snapshot_error=err, gone=ctx.notes.get(("gone", session.root, session.name)),
-                            inspect=lambda s: inspect_slot(s, cache_name=session.name, slot=slot,
-                                                           io_type=cls.IO.io_type, load=True))
+            d = cls._decide(ctx, session, slot, key, snap)
+            if d.action == "encode" and session.mode == "auto":
+                d = cls._single_flight(ctx, session, slot, key, d)
             ctx.decisions[uid] = d
             if d.action == "encode":
                 ctx.notes[uid] = time.perf_counter()
         return ctx, d
+
+    @classmethod
+    def _decide(cls, ctx, session, slot, key, snap):
+        err = _snapshot_error(ctx, session.root, session.name) if snap is None and session.mode != "off" else None
+        return decide_slot(snap, cache_name=session.name, slot=slot, key=key, mode=session.mode,
+                           snapshot_error=err, gone=ctx.notes.get(("gone", session.root, session.name)),
+                           inspect=lambda s: inspect_slot(s, cache_name=session.name, slot=slot,
+                                                          io_type=cls.IO.io_type, load=True))
+
+    @classmethod
+    def _single_flight(cls, ctx, session, slot, key, d):
+        """Before encoding (store/single_flight.py): claim the slot key; while a live run of another
+        worker holds the claim (it encodes this very key), wait for its commit, bounded, then
+        reuse it; when it did not commit it, encode. Only while this prompt stages nothing into
+        the cache yet (its base is fixed once it does; the commit keeps what it encodes)."""
+        k = (session.root, session.name)
+        if k in ctx.txs or single_flight.wait_s() == 0:
+            return d
+        got = single_flight.claim(Cache(*k), slot, key.digest, ctx.run_id, on_wait=host.throw_if_interrupted)
+        if got.lock is not None:
+            ctx.claims.append(got)
+        if got.waited_for is None:
+            return d
+        who = got.waited_for.get("run_id")
+        ctx.drop_snapshot(*k)
+        d2 = cls._decide(ctx, session, slot, key, ctx.snapshot(*k))
+        if d2.action == "reuse":
+            got.release()
+            d2.reason = f"{d2.reason} (waited {got.waited_s:.1f} s for run {who}, which encoded it: single flight)"
+            return d2
+        d.reason = (f"{d.reason} (waited {got.waited_s:.1f} s for run {who}, which did not commit this key: "
+                    "encoding)")
+        return d
 
     @classmethod
     def check_lazy_status(cls, session=None, slot=None, value=None):

@@ -123,6 +123,7 @@ class SeedReuseSegmentLoopStart(io.ComfyNode):
                            audio_expected=audio is not None, take=take, request=request)
         if plan.take is not None:   # the reused prefix's boundaries stay in the new cache
             segment_takes.carry_prefix(st.tx, plan.take, plan.N, spec.F, spec.M)
+        st.tx.keep_takes = session.keep_takes       # a rebase merges the take list up to it (store/rebase.py)
         kept = segment_takes.carry_history(st.tx, takes, session.keep_takes - 1)
         st.new_content = True
         boundary = plan.boundary or {}

@@ -1,7 +1,8 @@
 """One queued prompt = one transaction per cache it touches.
 
-The first reuse node of a prompt that executes begins the transaction (writer lock, staging
-folder); every reuse node of the prompt stages into it. The prompt's end decides its fate:
+The first reuse node of a prompt that executes begins the transaction (run lease, staging
+folder; no writer lock: runs of other workers stage side by side and commit in turn,
+store/commit.py); every reuse node of the prompt stages into it. The prompt's end decides its fate:
 
 - success: the commit runs inside the executor's ``execution_success`` message, i.e. before
   the websocket reports success and before /history shows the prompt as completed, so a
@@ -74,6 +75,7 @@ class PromptContext:
     refusal: str | None = None                     # why reuse nodes refuse (cache_providers.py)
     extra: dict = field(default_factory=dict)      # the prompt's extra_data as the executor got it
     results: dict = field(default_factory=dict)    # Encode-or-Reuse node id -> what it did (its payload)
+    claims: list = field(default_factory=list)      # single-flight claims, released after the commit
 
     def snapshot(self, root: str, name: str):
         """The committed version this prompt reads: the open transaction's base, else one
@@ -94,6 +96,18 @@ class PromptContext:
                 log.warning("seedreuse: cache '%s' is unreadable, treating it as empty: %s", name, e)
                 self.snapshots[k] = None
         return self.snapshots[k]
+
+    def drop_snapshot(self, root: str, name: str) -> None:
+        """Forget the prompt's snapshot of a cache (the next snapshot() reads the version that is
+        current now; values already loaded from it stay valid)."""
+        snap = self.snapshots.pop((root, name), None)
+        if snap is not None:
+            snap.close()
+
+    def release_claims(self) -> None:
+        claims, self.claims = self.claims, []
+        for c in claims:
+            c.release()
 
     def use_slot(self, root: str, name: str, slot: str, node_id: str | None = None) -> None:
         """One node per slot and cache in a prompt. The same node may execute more than once in
@@ -189,6 +203,7 @@ def _finish(ctx: PromptContext, success: bool) -> None:
                 with _lock:
                     _epoch[0] += 1
     ctx.txs.clear()
+    ctx.release_claims()         # after the commit: a run waiting for this slot key now finds it
     if errors:
         raise errors[0]
 
@@ -222,6 +237,7 @@ def _close(prompt_id, success: bool):
         if ctx.txs:
             _finish(ctx, success)
     finally:
+        ctx.release_claims()
         ctx.close_snapshots()
 
 

@@ -1,6 +1,6 @@
 """SeedReuse benchmarks: prints ONE table; every row is measured in this run (medians over repeats).
 
-    scripts/bench.sh [--repeats 5] [--only encoder,auto,realenc,cachenone,umt5,segments,takes,merge,cacheio,memory,gpu]
+    scripts/bench.sh [--repeats 5] [--only encoder,auto,batch,realenc,cachenone,umt5,segments,takes,merge,cacheio,memory,gpu]
                      [--real-repeats 3] [--json FILE]
 
 Sections (each measured side by side, interleaved, medians):
@@ -10,6 +10,9 @@ Sections (each measured side by side, interleaved, medians):
   auto      automatic mode (seedreuse_lab/bench_auto.py): the unchanged API form of the official
             text_to_video_wan template, cold on worker A vs the hit on worker B with a new seed, and
             the cost of instrumenting on arrival in ms per prompt.
+  batch     a batch of new seeds on 3 workers sharing one cache (seedreuse_lab/bench_batch.py): 8
+            queued at once vs the same 8 one after another, cold and warm: wall time, text-encoder
+            executions, failed requests, and the ratios side by side.
   realenc, cachenone, umt5   the real ViT-H / wav2vec2 encoders and the full-size umT5-XXL probe
             (seedreuse_lab/bench_real.py; medians over --real-repeats, default 3: a cold run encodes
             the real ViT-H, seconds on 2 cores).
@@ -45,8 +48,8 @@ REPO = Path(__file__).resolve().parents[1]
 from seedreuse_lab import host, raw_read
 
 ROWS: list[dict] = []
-SECTIONS = ("encoder", "auto", "realenc", "cachenone", "umt5", "segments", "takes", "merge", "cacheio", "memory",
-            "gpu")
+SECTIONS = ("encoder", "auto", "batch", "realenc", "cachenone", "umt5", "segments", "takes", "merge", "cacheio",
+            "memory", "gpu")
 
 
 def log(*a):
@@ -668,10 +671,11 @@ def main(argv=None) -> int:
     tmp.mkdir(parents=True, exist_ok=True)
     failures = []
     from types import SimpleNamespace
-    from seedreuse_lab import bench_auto, bench_real, bench_takes
+    from seedreuse_lab import bench_auto, bench_batch, bench_real, bench_takes
     helpers = SimpleNamespace(row=row, fmt_s=fmt_s, med=med, log=log, timed=_timed)
     steps = {"encoder": lambda: bench_encoder(tmp, a.repeats),
              "auto": lambda: bench_auto.bench_auto(tmp, a.repeats, helpers),
+             "batch": lambda: bench_batch.bench_batch(tmp, a.repeats, helpers),
              "realenc": lambda: bench_real.bench_real_encoders(tmp, a.real_repeats, helpers),
              "cachenone": lambda: bench_real.bench_cache_none(tmp, a.real_repeats, helpers),
              "umt5": lambda: bench_real.bench_umt5(tmp, helpers),

@@ -1,9 +1,9 @@
 """One named cache under a root: read its committed version, begin a run, recover, clear.
 
 Layout (see docs/ARCHITECTURE.md): ``<root>/<name>/`` is the committed version (never
-modified in place), ``<name>.tmp/<staging id>/`` the staging of the one writer,
-``<name>.old/`` the previous version during the commit window only, ``<name>.lock`` the
-writer lock. Reading is reader.py, writing transaction.py, crash repair recovery.py.
+modified in place), ``<name>.tmp/<staging id>/`` the staging of each run (with its
+lease ``<staging id>.lease``), ``<name>.old/`` the previous version during the commit window only,
+``<name>.lock`` the writer lock (held for a commit's critical section only). Reading is reader.py, writing transaction.py, crash repair recovery.py.
 """
 from __future__ import annotations
 
@@ -14,8 +14,8 @@ from pathlib import Path
 
 from ..errors import CacheBusyError, CorruptCacheError, ReuseError
 from ..storage import fsops
-from . import evict, filesystems, readers, recovery, roots
-from .lock import WriterLock
+from . import env_settings, evict, filesystems, readers, recovery, rootdirs, roots, run_lease
+from .lock import WriterLock, stray_lock_files
 from .reader import Snapshot, VersionReader
 from .transaction import RunInfo, Transaction
 
@@ -29,16 +29,7 @@ ENV_GROUP_WRITABLE = "SEEDREUSE_GROUP_WRITABLE"
 
 def default_lease_s() -> float:
     """The writer lease: ``SEEDREUSE_LEASE_S`` (seconds, > 0) or 120 s."""
-    raw = os.environ.get(ENV_LEASE)
-    if raw:
-        try:
-            v = float(raw)
-            if v > 0 and v == v and v != float("inf"):
-                return v
-        except ValueError:
-            pass
-        log.warning("ignoring %s=%r (expected seconds > 0)", ENV_LEASE, raw)
-    return DEFAULT_LEASE_S
+    return env_settings.seconds(ENV_LEASE, DEFAULT_LEASE_S)
 
 
 def list_caches(root) -> list[str]:
@@ -109,22 +100,27 @@ class Cache:
                           heartbeat_s=self.heartbeat_s, cache_name=self.name)
 
     def begin(self, run: RunInfo | None = None) -> Transaction:
-        """Lock, recover, snapshot the base, create fresh staging. CacheBusyError if locked."""
+        """Begin a run: remove what dead runs left (never waiting for anyone), take this run's
+        lease, snapshot the base, create fresh staging. No writer lock: runs stage side by side,
+        each under its own lease (run_lease.py), and take the lock only to commit
+        (transaction.py), so a run never fails because another one writes the same cache."""
         run = run or RunInfo()
         if not self.root.is_dir():
             fsops.mkdir(self.root, parents=True, exist_ok=True)
         filesystems.check_root(self.root)      # refuse unsafe shared filesystems before any write
-        # a full disk: evict what the budget allows and retry once (evict.py)
-        lock = evict.retry_when_full(self, self.writer_lock(run.run_id).acquire, during="take the writer lock")
+        recovered = self.recover_leftovers(f"recover-{run.run_id}", strays=True)
         base = None
         try:
-            recovered = self._recover_locked()
-            try:
-                base, base_error = self.snapshot(lease=False), None
-            except CorruptCacheError as e:   # a broken version cannot be a base; it gets replaced
-                log.warning("%s", e)
-                base, base_error = None, e
-            tx = Transaction(self, run, lock, base, base_error, recovered)
+            base, base_error = self.snapshot(lease=False), None
+        except CorruptCacheError as e:   # a broken version cannot be a base; it gets replaced
+            log.warning("%s", e)
+            base, base_error = None, e
+        tx = Transaction(self, run, base, base_error, recovered)
+        try:
+            # the lease exists before the staging directory (run_lease.py's invariant); a full
+            # disk: evict what the budget allows and retry once (evict.py)
+            tx.lock = evict.retry_when_full(self, lambda: run_lease.acquire(self, tx.staging_id, run.run_id),
+                                            during="take the run lease")
             try:
                 evict.retry_when_full(self, tx._create_staging, reset=tx._dir.remove)
             except OSError as e:
@@ -134,13 +130,12 @@ class Cache:
                 raise err from e
             return tx
         except BaseException:
-            if base is not None:
-                base.close()
-            lock.release()
+            tx.state = "failed"
+            tx.discard()
             raise
 
     def _recover_locked(self) -> list[str]:
-        return recovery.recover_locked(self.root, self.name, self.paths)
+        return recovery.recover_locked(self.root, self.name, self.paths, self.lease_s)
 
     def recover(self, run_id: str | None = None) -> list[str]:
         """Recovery under the writer lock (CacheBusyError while a live writer holds it)."""
@@ -150,17 +145,25 @@ class Cache:
         finally:
             lock.release()
 
-    def recover_leftovers(self, run_id: str | None = None) -> list[str]:
-        """For readers: a reader needs no lock, but when a crashed writer left something behind
-        (its lock, staging or the previous version) it cleans up, so leftovers never outlive the
-        next request. Recovery runs under the lock; a live writer (busy) is left alone, and a
-        failed recovery is logged (the next writer retries it)."""
-        if not recovery.has_leftovers(self.paths):
+    def recover_leftovers(self, run_id: str | None = None, *, strays: bool = False) -> list[str]:
+        """For readers and runs beginning: when a crashed writer left something behind (its lock,
+        the staging of a dead run, the previous version) it is cleaned up, so leftovers never
+        outlive the next request. Recovery runs under the lock; while another run commits (busy)
+        only what dead runs left in ``.tmp`` is removed (judged by their leases, run_lease.py),
+        and a failed recovery is logged (the next one retries it). Never waits. ``strays``: also
+        the temp files of a crashed lock attempt or release and a half-deleted eviction (a listing
+        of the root, a look at ``.evicting``: a run beginning looks for them, a reader does not)."""
+        if not recovery.has_leftovers(self.paths) and not (
+                strays and (stray_lock_files(self.root, self.name) or os.path.lexists(rootdirs.evicting_dir(self.root)))):
             return []
         try:
             done = self.recover(run_id)
         except CacheBusyError:
-            return []
+            try:
+                done = run_lease.remove_dead(self.paths, self.lease_s)
+            except OSError as e:
+                log.warning("recovery of cache '%s' failed: %s", self.name, e)
+                return []
         except ReuseError as e:
             log.warning("recovery of cache '%s' failed: %s", self.name, e)
             return []

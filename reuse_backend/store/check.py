@@ -1,8 +1,8 @@
 """``check(root, name)``: find everything wrong with one cache, optionally repair it.
 
-Repair only runs the crash recovery under the writer lock (restore/remove ``.old``, remove
-``.tmp``, break a dead owner's lock, remove stray lock files).  It never deletes a
-committed version: a bad one is reported with the command that clears it.
+Repair only runs the crash recovery under the writer lock (restore/remove ``.old``, remove the
+staging of dead runs, never a live run's: run_lease.py, break a dead owner's lock, remove stray
+lock files).  It never deletes a committed version: a bad one is reported with the command that clears it.
 """
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from pathlib import Path
 from ..errors import CacheBusyError, CorruptCacheError, InvalidCacheNameError, ReuseError
 from ..storage import fsops, serialize
 from . import manifest as mf
-from . import namespaces, roots, rootdirs, take_index, usage
+from . import namespaces, roots, rootdirs, run_lease, take_index, usage
 from .cache import DEFAULT_BUDGET, Cache
 from .lock import describe, lock_status, stray_lock_files
 from .reader import check_loadable, read_manifest_at, sha256_fd
@@ -87,9 +87,6 @@ def _scan(root, name: str, lease_s: float, budget: int) -> list[Problem]:
         for f in stray_lock_files(root, name):
             out.append(Problem("stray_lock_file", str(f), "leftover of a crashed lock attempt",
                                "check --repair removes it"))
-        if os.path.lexists(p.tmp):
-            out.append(Problem("stale_tmp", str(p.tmp), "staging of a run that never committed",
-                               "check --repair removes it"))
         if os.path.lexists(p.old):
             if os.path.lexists(p.current):
                 out.append(Problem("stale_old", str(p.old), "previous version left by a commit",
@@ -98,6 +95,9 @@ def _scan(root, name: str, lease_s: float, budget: int) -> list[Problem]:
                 out.append(Problem("current_missing", str(p.current),
                                    f"committed version missing; the previous one is in {p.old.name}",
                                    "check --repair restores it"))
+    # staging of runs that are gone (a live run's staging, under its run lease, is no problem)
+    for path, why in run_lease.dead_entries(p, lease_s):
+        out.append(Problem("stale_tmp", str(path), f"{why}; never committed", "check --repair removes it"))
     if os.path.islink(p.current):
         out.append(Problem("symlinked_cache_dir", str(p.current), "the cache directory is a symlink",
                            f"remove the symlink: {_clear_fix(name)}"))

@@ -9,7 +9,8 @@ evict, then retry the failed write once).
 Policy: caches in order of last use (oldest first; usage.py) are evicted until the root is
 within budget. A cache is skipped, never evicted, while
 
-* a writer holds it: its writer lock is taken without waiting; a live lock = skip;
+* a writer holds it: its writer lock is taken without waiting; a live lock or a live run
+  lease (a run staging, run_lease.py) = skip;
 * a reader holds a snapshot of it: a live reader lease (readers.py), looked up twice;
 * it is the cache being written by the run that asked (``exclude``).
 
@@ -47,7 +48,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from ..errors import CacheBusyError, ReuseError, StorageFullError
-from . import readers, recovery, rootdirs, roots, usage
+from . import readers, recovery, rootdirs, roots, run_lease, usage
 from .lock import WriterLock, describe, lock_status, stray_lock_files
 
 log = logging.getLogger("seedreuse")
@@ -112,6 +113,9 @@ def in_use(root, name: str, lease_s: float) -> str | None:
     st = lock_status(roots.cache_paths(root, name).lock, lease_s)
     if st["state"] == "live":
         return f"being written by {describe(st['owner'], roots.cache_paths(root, name).lock)}"
+    runs = run_lease.live_runs(roots.cache_paths(root, name), lease_s)
+    if runs:
+        return f"being written by {describe(runs[0])}"
     live = readers.live_readers(root, name, lease_s)
     if live:
         return _readers_why(live)
@@ -145,7 +149,12 @@ def evict_cache(root, name: str, *, lease_s: float) -> tuple[bool, str]:
         return False, f"being written by {e.actual}"
     aside = None
     try:
-        recovery.recover_locked(root, name, paths)
+        recovery.recover_locked(root, name, paths, lease_s)
+        # Invariant (eviction, 2): runs stage without the lock, each under its run lease: a
+        # live one keeps the cache as a writer did (its base may be this version)
+        runs = run_lease.live_runs(paths, lease_s)
+        if runs:
+            return False, f"being written by {describe(runs[0])}"
         # Invariant (eviction, 3): never a cache a reader registered for, at either look.
         live = readers.live_readers(root, name, lease_s)
         if live:
@@ -210,7 +219,7 @@ def recover_leftovers(root, lease_s: float) -> list[str]:
         except CacheBusyError:
             continue
         try:
-            done += lock.broke + recovery.recover_locked(root, name, paths)
+            done += lock.broke + recovery.recover_locked(root, name, paths, lease_s)
         except OSError as e:
             log.warning("seedreuse: recovery of cache '%s' failed: %s", name, e)
         finally:

@@ -103,7 +103,13 @@ class WriterLock:
                                    actual="acquire() on a held lock", fix="release() it first")
         broke = False
         for _ in range(8):                            # bounded: a lock that keeps vanishing is busy
-            if self._try_create():
+            try:
+                created = self._try_create()
+            except BaseException:
+                if self._fd is not None:              # never an exception that leaves it held
+                    self.release()
+                raise
+            if created:
                 self._check_stable_identity()
                 return self
             owner, st = read_lock(self.path)
@@ -365,6 +371,19 @@ class WriterLock:
 
     def __exit__(self, *exc) -> None:
         self.release()
+
+
+def break_stale(path, lease_s: float) -> str | None:
+    """Remove the lock-format file ``path`` (a writer lock, a run lease or a single-flight claim,
+    run_lease.py) when it is stale; returns why, or None when it is live or gone. The same safe
+    breaking as acquire(): only one breaker wins the rename, and a file that turned fresh (or is
+    not the one judged) is put back."""
+    owner, st = read_lock(path)
+    reason = judge(owner, st, lease_s) if st is not None else None
+    if reason is None:
+        return None
+    lock = WriterLock(path, f"break-{uuid.uuid4().hex}", lease_s=lease_s)
+    return reason if lock._break(owner, st, reason) else None
 
 
 def lock_status(lock_path, lease_s: float = 120.0) -> dict:

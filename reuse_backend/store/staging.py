@@ -98,6 +98,30 @@ class StagingDir:
         fsops.link_or_copy(src or fname, self.file(fname), src_dir_fd=src_dir_fd)
         return os.lstat(self.file(fname)).st_size
 
+    def copy_from_fd(self, fname: str, src_fd: int) -> int:
+        """Copy an open file (a pinned version's, whose name is gone) as ``fname``: unique temp
+        name, fsync, rename. Returns its size."""
+        part = self.file(f".{fname}.part-{uuid.uuid4().hex}")
+        fd = fsops.open_exclusive(part, self.file_mode)
+        ok = False
+        try:
+            off = 0
+            while True:
+                buf = os.pread(src_fd, 1 << 20, off)
+                if not buf:
+                    break
+                fsops.write_all(fd, buf, part)
+                off += len(buf)
+            fsops.fsync_file(fd, part)
+            self.drop(fname)
+            fsops.rename(part, self.file(fname))
+            ok = True
+        finally:
+            os.close(fd)
+            if not ok:
+                fsops.unlink(part, missing_ok=True)
+        return off
+
     def record(self, fname: str) -> dict:
         """fsync a file a caller wrote at ``file(fname)``; returns its entry (bytes, sha256).
         OSError when it cannot be opened; TransactionError when it is not a regular file."""
@@ -116,7 +140,7 @@ class StagingDir:
         self.remove_parent()
 
     def remove_parent(self) -> None:
-        """``<name>.tmp`` is empty once our staging is published or removed (one writer)."""
+        """``<name>.tmp`` goes when empty (other runs' staging and leases keep it; run_lease.py)."""
         try:
             fsops.rmdir(self.parent)
         except OSError as e:

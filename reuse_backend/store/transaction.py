@@ -1,25 +1,33 @@
 """The staging of one run and its commit: only a fully successful run replaces the last good version.
 
 Layout: ``<root>/<name>.tmp/<staging id>/`` is the staging directory of exactly one run (a
-fresh random id per transaction). Nobody else ever writes into it, so a writer that lost its
-lock (paused past its lease, say) can no longer reach the new owner's staging:
+fresh random id per transaction), under that run's lease ``<staging id>.lease`` (run_lease.py).
+Runs stage side by side without the writer lock; the lock (``<name>.lock``) is taken only for
+the commit's critical section, waiting for it at most ``SEEDREUSE_COMMIT_WAIT_S`` (default:
+the lease plus 60 s, so a dead committer's lock is broken first; commit.py). Nobody else ever writes into
+a run's staging, so a writer that lost its lease (paused past it, say) cannot reach anyone's:
 
 * fencing, 1: every staging write goes to this run's own directory, by a path under it;
-* fencing, 2: the new owner's recovery moves every stale staging directory away before it
-  creates its own, so the old writer's next create, rename or unlink fails (ENOENT) and is
-  reported as "lost the writer lock";
-* fencing, 3: before every write and at commit the run checks that the lock file is still
-  its own (same inode, same run id) and that its staging directory is still in place.
+* fencing, 2: recovery moves the staging of a run whose lease is stale away before deleting it,
+  so that run's next create, rename or unlink fails (ENOENT) and is reported as "lost the
+  writer lock";
+* fencing, 3: before every write and at commit the run checks that its lease is still its own
+  (same inode, same run id) and that its staging directory is still in place; during the
+  commit also that the writer lock is its own.
 
 Commit order (each step durable before the next; see the numbered invariants in commit()):
-files fsynced -> manifest written last -> fence -> ``current -> .old`` -> ``staging -> current``
--> ``.old`` removed last. Correctness never depends on the lock alone: readers pin one
-directory, recovery decides from what exists on disk.
+files fsynced -> writer lock -> recovery -> base changed? rebase (rebase.py) -> manifest written
+last -> fence -> ``current -> .old`` -> ``staging -> current`` -> ``.old`` removed last -> lock
+released -> lease released. Concurrent successes all commit, one after the other; the last one
+is current, and a segment cache's take list is merged, never overwritten (rebase.py).
+Correctness never depends on the lock alone: readers pin one directory, recovery decides from
+what exists on disk.
 
 What this does not guarantee: a writer paused for longer than its lease *between* its last
 fence check and its commit renames (a window of two system calls) still publishes its own
 staging, which is complete and consistent; readers then see that version or the next one,
-never a mix.
+never a mix. A commit that waited longer than SEEDREUSE_COMMIT_WAIT_S fails (CacheBusyError,
+naming the holder); nothing of it is published.
 """
 from __future__ import annotations
 
@@ -33,7 +41,7 @@ from pathlib import Path
 
 from ..errors import NoCommittedCacheError, StorageFullError, TransactionError
 from ..storage import fsops
-from . import evict, manifest as mf
+from . import commit as committing, evict, manifest as mf
 from . import roots
 from .lock import WriterLock
 from .reader import Snapshot, corrupt
@@ -44,8 +52,6 @@ log = logging.getLogger("seedreuse")
 
 
 _is_full = evict.is_full      # ENOSPC / EDQUOT
-
-
 def storage_full(cache, exc: OSError, during: str) -> StorageFullError:
     """ENOSPC/EDQUOT as a typed error naming the root, its size, free space, budget and the fix
     (evict.py); the committed version is untouched (nothing of a failed run is published)."""
@@ -55,12 +61,15 @@ def storage_full(cache, exc: OSError, during: str) -> StorageFullError:
 class Transaction:
     """Staging of one run. Single use: commit() publishes it, discard() drops it."""
 
-    def __init__(self, cache, run: RunInfo, lock: WriterLock, base: Snapshot | None, base_error,
-                 recovered: list[str]):
-        self.cache, self.run, self.lock = cache, run, lock
+    def __init__(self, cache, run: RunInfo, base: Snapshot | None, base_error, recovered: list[str]):
+        self.cache, self.run = cache, run
+        self.lock: WriterLock | None = None          # this run's lease (run_lease.py), set by begin()
+        self.commit_lock: WriterLock | None = None   # the writer lock, during commit() only
         self.base: Snapshot | None = base
         self.base_error = base_error
-        self.recovered: list[str] = lock.broke + recovered
+        self.recovered: list[str] = list(recovered)
+        self.rebased: str | None = None              # what the commit did when the base had changed
+        self.keep_takes: int | None = None           # a segment run's take limit (rebase.py)
         self.state = "open"          # open | failed | committed | discarded | fenced
         self.version: str | None = None
         self.warnings: list[str] = []
@@ -80,12 +89,14 @@ class Transaction:
         self._dir.create({"run_id": self.run.run_id, "host": self.run.host, "pid": self.run.pid})
 
     def owned(self) -> bool:
-        """Our lock is still the lock, and our staging directory is still in place."""
-        return self.lock.held() and self._dir.in_place()
+        """Our lease is still ours, our staging directory is still in place, and during the
+        commit the writer lock is ours."""
+        return (self.lock is not None and self.lock.held() and self._dir.in_place()
+                and (self.commit_lock is None or self.commit_lock.held()))
 
     def _fenced_error(self, during: str) -> TransactionError:
         self.state = "fenced"
-        lease = f"{self.lock.lease_s:g} s"
+        lease = f"{self.cache.lease_s:g} s"
         return TransactionError(
             f"run {self.run.run_id} lost the writer lock of cache '{self.cache.name}' "
             f"(while trying to {during}); nothing it wrote is used",
@@ -94,7 +105,8 @@ class Transaction:
                 "overloaded worker, or a stalled shared filesystem. Rerun it; raise "
                 "SEEDREUSE_LEASE_S if workers are paused that long on purpose",
             details={"lock": str(self.cache.paths.lock), "cache": self.cache.name,
-                     "heartbeat_error": repr(self.lock.heartbeat_error) if self.lock.heartbeat_error else None})
+                     "heartbeat_error": repr(self.lock.heartbeat_error)
+                     if self.lock is not None and self.lock.heartbeat_error else None})
 
     def _fence(self, what: str) -> None:
         """Fencing, 3: checked before every staging write and twice in commit()."""
@@ -142,20 +154,33 @@ class Transaction:
         self._files[fname] = entry
         return entry
 
-    def _carry(self, fname: str, src: str | None = None) -> None:
-        """Hard-link the base version's file ``src`` (default: the same name) as ``fname``."""
-        if self.base is None:
+    def _carry(self, fname: str, src: str | None = None, source: Snapshot | None = None) -> None:
+        """Hard-link the file ``src`` (default: the same name) of the base version (or of
+        ``source``, rebase.py) as ``fname``. When that version was removed meanwhile (another
+        run's commit replaced it, an eviction), the file is copied from the snapshot's pinned
+        descriptor: the run's version stays complete whatever happened to its base."""
+        source = source if source is not None else self.base
+        if source is None:
             raise NoCommittedCacheError(
                 f"cache '{self.cache.name}' has no committed version to carry '{fname}' from",
                 expected="a committed base version", actual="none", fix="run without reuse first")
         src = src or fname
-        entry = dict(self.base.manifest["files"][src])
-        self.base._fd(src)
+        entry = dict(source.manifest["files"][src])
+        fd = source._fd(src)
         self._files.pop(fname, None)
         try:
-            size = self._dir.link_from(fname, self.base._dfd, src)
-        except FileNotFoundError as e:
-            raise self.explain(e, f"carry {fname}") from e
+            try:
+                size = self._dir.link_from(fname, source._dfd, src)
+            except FileNotFoundError:
+                if self._dir.in_place():
+                    size = self._dir.copy_from_fd(fname, fd)
+                else:
+                    raise
+        except OSError as e:
+            err = self.explain(e, f"carry {fname}")
+            if err is e:
+                raise
+            raise err from e
         if size != entry["bytes"]:
             raise corrupt(self.cache.name, f"carried {fname} has the wrong size",
                            expected=entry["bytes"], actual=size)
@@ -270,96 +295,28 @@ class Transaction:
                 "files": self._files}
 
     def commit(self) -> str:
-        """Publish the staging as the new committed version; returns its version id."""
+        """Publish the staging as the new committed version; returns its version id. Takes the
+        writer lock for the critical section only (bounded wait), and releases it in any case."""
         self._fence("commit")
         try:
-            if self._pending:
-                raise TransactionError("staged files were never added", expected="add_file() for each",
-                                       actual=sorted(self._pending), fix="call add_file() or discard")
-            # Invariant 1: every file the manifest names is durable before the manifest exists.
-            for fname in self._files:
-                fsops.fsync_file(self._path(fname))
-            m = self._manifest()
-            data = mf.dumps(m)
-            # Invariant 2: the manifest is written last, atomically (temp + fsync + rename + fsync).
-            try:
-                evict.retry_when_full(self.cache, lambda: fsops.write_file_atomic(
-                    self._path(mf.MANIFEST), data, self.cache.file_mode))
-            except OSError as e:
-                err = self.explain(e, "write the manifest")
-                if err is e:
-                    raise
-                raise err from e
-            fsops.fsync_dir(self.staging)
-            # Invariant 3 (fencing): the lock is still ours and our staging is still in place.
-            self._fence("commit")
-            staged = self._dir.owner()
-            if staged.get("run_id") != self.run.run_id:
-                self.state = "fenced"
-                raise TransactionError("staging belongs to another run", expected=self.run.run_id,
-                                       actual=staged.get("run_id"), fix="rerun")
+            return committing.publish(self)
         except BaseException:
-            if self.state == "open":
-                self.state = "failed"
+            committing.release_lock(self)     # never an exception that leaves the lock held
             raise
-        p, moved, prev_id = self.cache.paths, False, None
-        try:
-            if os.path.lexists(p.current):
-                st = os.lstat(p.current)
-                prev_id = (st.st_dev, st.st_ino)
-                # Invariant 4: the previous version moves aside whole; readers fall back to .old.
-                fsops.rename(p.current, p.old)
-                moved = True
-            # Fencing, 2: our staging has a name only we use; if the next owner moved it away,
-            # this rename fails (ENOENT) instead of publishing somebody else's staging.
-            fsops.rename(self.staging, p.current)
-        except BaseException as e:
-            err = self.explain(e, "commit") if isinstance(e, OSError) else e   # fenced / full
-            self.state = "fenced" if self.state == "fenced" else "failed"
-            if moved:
-                try:   # Invariant 5: a commit that fails between the renames restores the previous
-                    fsops.rename(p.old, p.current)
-                except OSError as e2:   # recovery restores it (current missing + .old present)
-                    log.warning("could not restore %s: %s", p.old, e2)
-            if err is not e:
-                raise err from e
-            raise
-        # Invariant 6: from here the new version is current; cleanup failures cannot unpublish it.
-        self.state, self.version = "committed", m["version"]
-        steps = [lambda: fsops.fsync_dir(self.cache.root), self._dir.remove_parent]
-        if moved:   # Invariant 7: .old is removed last, only once the new version is durable,
-            # and only when it is still the directory this commit moved there
-            steps += [lambda: self._remove_old(prev_id), lambda: fsops.fsync_dir(self.cache.root)]
-        for step in steps:
-            try:
-                step()
-            except OSError as e:
-                self.warnings.append(f"commit cleanup: {e}")
-                log.warning("cache '%s' committed; cleanup failed (recovery finishes it): %s",
-                            self.cache.name, e)
-        self._finish()
-        evict.after_commit(self.cache)   # the size budget; never raises, never undoes this commit
-        return self.version
-
-    def _remove_old(self, prev_id) -> None:
-        try:
-            st = os.lstat(self.cache.paths.old)
-        except FileNotFoundError:
-            return
-        if (st.st_dev, st.st_ino) != prev_id:
-            log.warning("cache '%s': %s is not the version this commit moved aside; left to recovery",
-                        self.cache.name, self.cache.paths.old)
-            return
-        fsops.rmtree(self.cache.paths.old)
 
     def _finish(self) -> None:
+        """Base closed, writer lock released, then the lease (after the staging was published
+        or removed: run_lease.py's invariant), then ``.tmp`` when nothing else is in it."""
         if self.base is not None:
             self.base.close()
+        committing.release_lock(self)
         try:
-            self.lock.release()
+            if self.lock is not None:
+                self.lock.release()
+            self._dir.remove_parent()
         except OSError as e:
-            self.warnings.append(f"lock release: {e}")
-            log.warning("could not release lock of cache '%s': %s", self.cache.name, e)
+            self.warnings.append(f"lease release: {e}")
+            log.warning("could not release the run lease of cache '%s': %s", self.cache.name, e)
 
     def discard(self) -> bool:
         """Drop the staging and release the lock; the committed version is untouched.
@@ -369,7 +326,8 @@ class Transaction:
         """
         if self.state in ("committed", "discarded"):
             return True
-        fenced, self.state = self.state == "fenced" or not self.lock.held(), "discarded"
+        fenced = self.state == "fenced" or self.lock is None or not self.lock.held()
+        self.state = "discarded"
         ok = True
         if not fenced:        # a fenced run leaves cleanup to the new owner's recovery
             try:

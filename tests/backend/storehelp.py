@@ -59,19 +59,24 @@ def result_bytes(marker: int) -> bytes:
     return f"result-{marker}".encode() * 10
 
 
+def stage_version(tx, marker: int) -> None:
+    """Stage 2 slots + 3 boundaries + result file, every one carrying ``marker``."""
+    for slot in SLOTS:
+        tx.stage_slot(slot, slot_value(marker, slot), key={"slot": slot}, meta={"m": marker})
+    for i in BOUNDARIES:
+        tx.stage_boundary(i, boundary_value(marker, i), {"i": i})
+    path = tx.stage_path("result.mp4")
+    with open(path, "wb") as f:
+        f.write(result_bytes(marker))
+    tx.add_file("result.mp4")
+    tx.set_section("segments", {"count": len(BOUNDARIES) + 1, "marker": marker})
+
+
 def write_version(cache: Cache, marker: int, *, run_id: str | None = None) -> str:
     """begin -> stage 2 slots + 3 boundaries + result file -> commit (discard on failure)."""
     tx = cache.begin(RunInfo(run_id=run_id or f"run-{marker}", extra={"marker": marker}))
     try:
-        for slot in SLOTS:
-            tx.stage_slot(slot, slot_value(marker, slot), key={"slot": slot}, meta={"m": marker})
-        for i in BOUNDARIES:
-            tx.stage_boundary(i, boundary_value(marker, i), {"i": i})
-        path = tx.stage_path("result.mp4")
-        with open(path, "wb") as f:
-            f.write(result_bytes(marker))
-        tx.add_file("result.mp4")
-        tx.set_section("segments", {"count": len(BOUNDARIES) + 1, "marker": marker})
+        stage_version(tx, marker)
         return tx.commit()
     except BaseException:
         tx.discard()

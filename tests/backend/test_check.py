@@ -279,11 +279,28 @@ def test_repair_never_deletes_a_committed_version(cache):
 
 
 def test_repair_refused_while_a_writer_is_live(cache):
-    tx = cache.begin()
+    lock = cache.writer_lock("committer").acquire()      # a commit's critical section
     try:
-        assert check(cache.root, "a") == []              # live staging is not a problem
         result = check(cache.root, "a", repair=True)
         assert [p.code for p in result] == ["writer_active"]
-        assert cache.paths.tmp.exists()
     finally:
-        tx.discard()
+        lock.release()
+
+
+def test_repair_keeps_a_live_runs_staging_and_removes_a_dead_ones(cache):
+    """Runs stage without the writer lock, each under its lease (run_lease.py): check and repair
+    never touch a live run's staging; a dead run's (lease gone) is reported and removed."""
+    live, dead = cache.begin(), cache.begin()
+    dead.lock.release()                                   # as if its process had died
+    try:
+        found = check(cache.root, "a")
+        assert [(p.code, os.path.basename(p.path)) for p in found] == [("stale_tmp", dead.staging_id)]
+        result = check(cache.root, "a", repair=True)
+        assert [(p.code, p.repaired) for p in result] == [("stale_tmp", True)]
+        assert live.staging.is_dir() and not dead.staging.exists()
+        live.stage_slot("text", {"x": 1}, key={"k": 1})
+        live.commit()
+    finally:
+        live.discard()
+        dead.discard()
+    assert check(cache.root, "a") == [] and not cache.paths.tmp.exists()

@@ -82,7 +82,8 @@ def test_commit_failure_between_renames_restores_previous(tmp_path):
     write_version(cache, 1)
 
     def fail_second_rename(op, path):
-        if op == "rename" and os.path.basename(os.path.dirname(path)) == "a.tmp":   # staging -> current
+        if op == "rename" and os.path.basename(os.path.dirname(path)) == "a.tmp" \
+                and "." not in os.path.basename(path):                        # staging -> current
             raise OSError(errno.EIO, "injected", path)
 
     with OpHook(1, fail_second_rename, persistent=True), pytest.raises(OSError):

@@ -21,7 +21,7 @@ import pytest
 
 from reuse_backend.errors import CacheBusyError
 from reuse_backend.media import video
-from reuse_backend.store import Cache, RunInfo
+from reuse_backend.store import Cache, RunInfo, run_lease
 from reuse_backend.store.check import check
 from tests.backend.storehelp import (REPO_ROOT, boundary_value, cache_marker, continue_stopped, result_bytes,
                                      slot_value, write_version, writer_proc)
@@ -34,16 +34,15 @@ def _sha(path) -> str:
 
 
 def _take_over(root, name) -> "Transaction":
-    """Begin as the second writer once the paused writer's lease has expired (bounded wait)."""
+    """Begin as a second writer once the paused writer's lease has expired (bounded wait): runs
+    begin at once (no writer lock, run_lease.py), and this one's recovery then removes the
+    paused run's staging (and breaks its writer lock when it paused inside its commit)."""
     cache = Cache(root, name, lease_s=LEASE_S, heartbeat_s=0.2)
     deadline = time.monotonic() + 60
-    while True:
-        try:
-            return cache.begin(RunInfo(run_id="new-owner", extra={"marker": 3}))
-        except CacheBusyError:
-            if time.monotonic() > deadline:
-                raise
-            time.sleep(0.2)
+    while not run_lease.dead_entries(cache.paths, LEASE_S):
+        assert time.monotonic() < deadline, "the paused writer's lease never expired"
+        time.sleep(0.2)
+    return cache.begin(RunInfo(run_id="new-owner", extra={"marker": 3}))
 
 
 @pytest.mark.parametrize("kind", [
@@ -60,7 +59,7 @@ def test_writer_paused_past_its_lease_is_fenced(tmp_path, kind):
         line = proc.stdout.readline().strip()
         assert line == f"paused {kind}", (line, proc.stderr.read() if proc.poll() is not None else "")
         tx = _take_over(tmp_path, "c")                 # breaks the stale lock, recovers, stages
-        assert any("broke stale lock" in r for r in tx.recovered), tx.recovered
+        assert any("stale run lease" in r for r in tx.recovered), tx.recovered
         tx.stage_slot("text", slot_value(3, "text"), key={"slot": "text"}, meta={"m": 3})
         tx.stage_boundary(1, boundary_value(3, 1), {"i": 1})
         chunk = tx.stage_path("chunk_00001.mp4")

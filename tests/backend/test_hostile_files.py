@@ -46,8 +46,15 @@ def test_fifo_lock_is_busy_not_a_hang(tmp_path):
     os.mkfifo(tmp_path / "c.lock")
     owner, st = _within(10, lambda: lk.read_lock(tmp_path / "c.lock"))
     assert owner is None and st is not None
-    with pytest.raises(CacheBusyError, match="unreadable lock file"):
-        _within(10, lambda: Cache(tmp_path, "c").begin())
+    os.environ["SEEDREUSE_COMMIT_WAIT_S"] = "0.2"      # a run begins (no lock); its commit waits, bounded
+    try:
+        tx = _within(10, lambda: Cache(tmp_path, "c").begin())
+        tx.stage_slot("text", {"x": 1}, key={})
+        with pytest.raises(CacheBusyError, match="unreadable lock file"):
+            _within(10, tx.commit)
+        tx.discard()
+    finally:
+        del os.environ["SEEDREUSE_COMMIT_WAIT_S"]
     problems = _within(10, lambda: check(tmp_path, "c"))
     assert problems == []        # a live (fresh) unknown lock is not a problem of the cache itself
     assert _within(10, lambda: lk.lock_status(tmp_path / "c.lock"))["state"] == "live"

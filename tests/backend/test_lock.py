@@ -74,8 +74,15 @@ def test_sigkilled_holder_subprocess(tmp_path):
     p = subprocess.Popen(writer_proc("hold", tmp_path, "c", "holder-run"), cwd=REPO_ROOT, stdout=subprocess.PIPE, text=True)
     try:
         assert p.stdout.readline().strip() == "held"
-        with pytest.raises(CacheBusyError) as ei:
-            cache.begin()
+        tx = cache.begin()                                # runs begin without the writer lock ...
+        tx.stage_slot("text", {"x": 1}, key={})
+        os.environ["SEEDREUSE_COMMIT_WAIT_S"] = "0.2"    # ... and their commit waits for it, bounded
+        try:
+            with pytest.raises(CacheBusyError) as ei:
+                tx.commit()
+        finally:
+            del os.environ["SEEDREUSE_COMMIT_WAIT_S"]
+            tx.discard()
         msg = str(ei.value)
         assert "holder-run" in msg and f"pid {p.pid}" in msg and socket.gethostname() in msg
         assert ei.value.details["owner"]["pid"] == p.pid
@@ -125,8 +132,15 @@ def test_unreadable_lock(tmp_path):
     assert f"unreadable lock file {path}: empty" in ei.value.message, ei.value.message
     assert str(path) in ei.value.fix and "120 s" in ei.value.fix and "SEEDREUSE_LEASE_S" in ei.value.fix
     path.write_text("not json")
-    with pytest.raises(CacheBusyError, match="its content is not a SeedReuse lock"):
-        Cache(tmp_path, "c").begin()
+    tx = Cache(tmp_path, "c").begin()
+    tx.stage_slot("text", {"x": 1}, key={})
+    os.environ["SEEDREUSE_COMMIT_WAIT_S"] = "0.2"
+    try:
+        with pytest.raises(CacheBusyError, match="its content is not a SeedReuse lock"):
+            tx.commit()
+    finally:
+        del os.environ["SEEDREUSE_COMMIT_WAIT_S"]
+        tx.discard()
     path.write_text("{}")
     os.utime(path, (time.time() - 500, time.time() - 500))
     with WriterLock(path, "mine"):
@@ -184,8 +198,9 @@ def test_fencing_stolen_lock_commit_refuses(tmp_path):
     write_version(cache, 1)
     tx = cache.begin()
     tx.stage_boundary(0, torch.zeros(1))
-    os.unlink(tmp_path / "c.lock")                       # lease expired, someone broke it ...
-    thief = WriterLock(tmp_path / "c.lock", "thief").acquire()   # ... and took it
+    lease = tx.lock.path                                  # the run's lease (run_lease.py)
+    os.unlink(lease)                                      # lease expired, someone broke it ...
+    thief = WriterLock(lease, "thief").acquire()          # ... and took it
     assert not tx.lock.held()
     with pytest.raises(TransactionError, match="lost the writer lock"):
         tx.commit()

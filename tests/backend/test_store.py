@@ -123,15 +123,44 @@ def test_transaction_single_use(tmp_path):
     assert cache.snapshot().manifest["sections"] == {"s": {"x": 1}}
 
 
-def test_one_writer_at_a_time(tmp_path):
+def test_overlapping_writers_both_commit(tmp_path):
+    """Issue 27: runs stage side by side (each under its own lease) and take the writer lock only
+    to commit; both succeed, the later commit is current and says its base changed."""
     cache = Cache(tmp_path, "a")
-    tx = cache.begin(RunInfo(run_id="first"))
-    with pytest.raises(CacheBusyError, match="first") as ei:
-        cache.begin(RunInfo(run_id="second"))
-    assert ei.value.details["owner"]["run_id"] == "first"
-    assert "another cache name" in str(ei.value)
+    first = cache.begin(RunInfo(run_id="first"))
+    second = cache.begin(RunInfo(run_id="second"))               # never busy
+    assert sorted(os.listdir(tmp_path / "a.tmp")) == sorted(
+        [first.staging_id, first.staging_id + ".lease", second.staging_id, second.staging_id + ".lease"])
+    first.stage_slot("text", slot_value(1, "text"), key={"k": 1})
+    second.stage_slot("text", slot_value(2, "text"), key={"k": 2})
+    second.stage_slot("neg", slot_value(2, "neg"), key={"k": 2})
+    v1 = first.commit()
+    assert first.rebased is None
+    v2 = second.commit()
+    assert "base changed" in second.rebased and v1 in second.rebased and "['text']" in second.rebased
+    with cache.snapshot() as snap:
+        assert snap.version == v2 and snap.manifest["run"]["run_id"] == "second"
+        assert sorted(snap.manifest["slots"]) == ["neg", "text"]
+    assert entries(tmp_path) == ["a"]
+
+
+def test_commit_waits_for_the_writer_lock(tmp_path):
+    """A commit waits (bounded by SEEDREUSE_COMMIT_WAIT_S) while another run holds the lock."""
+    cache = Cache(tmp_path, "a")
+    tx = cache.begin(RunInfo(run_id="waiter"))
+    tx.stage_slot("text", slot_value(1, "text"), key={"k": 1})
+    holder = cache.writer_lock("holder").acquire()
+    os.environ["SEEDREUSE_COMMIT_WAIT_S"] = "0.3"
+    try:
+        with pytest.raises(CacheBusyError, match="waited 0.3 s to commit") as ei:
+            tx.commit()
+    finally:
+        del os.environ["SEEDREUSE_COMMIT_WAIT_S"]
+    assert ei.value.details["owner"]["run_id"] == "holder" and "SEEDREUSE_COMMIT_WAIT_S" in ei.value.fix
+    assert tx.state == "failed" and cache.snapshot() is None      # nothing published
     tx.discard()
-    cache.begin(RunInfo(run_id="second")).discard()
+    holder.release()
+    assert entries(tmp_path) == []
 
 
 def test_carry_hard_links(tmp_path):

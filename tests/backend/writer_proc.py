@@ -12,6 +12,11 @@ repository root; see REPO_ENV in storehelp).
                                           once continued, print the outcome as JSON and exit
   writer_proc.py read-pause ROOT NAME     open a snapshot, print "open", SIGSTOP; once continued close
                                           it, print "closed", SIGSTOP (its lease lingers); then exit
+  writer_proc.py overlap ROOT NAME MARKER GO  begin and stage a version with MARKER, print "staged",
+                                          commit once the file GO exists; print the outcome as JSON
+  writer_proc.py claim ROOT NAME SLOT HOW take the single-flight claim of SLOT (key digest "d1"),
+                                          print "claimed", then (HOW) "stall": SIGSTOP itself, once
+                                          continued release it and print JSON; "hold": sleep forever
   writer_proc.py release ROOT NAME STEPS  take the writer lock and release it, SIGSTOPping itself
                                           at each of STEPS ("+"-joined, see release_paused); once
                                           continued, print the outcome as JSON and exit
@@ -134,6 +139,42 @@ def release_paused(cache, steps: str) -> None:
     print(json.dumps(outcome), flush=True)
 
 
+def overlap(cache, marker: int, go: str) -> None:
+    """A run that stages, then commits when told to (a second one commits at the same time)."""
+    import json
+    from tests.backend.storehelp import stage_version
+    tx = cache.begin(RunInfo(run_id=f"overlap-{marker}", extra={"marker": marker}))
+    outcome = {"marker": marker}
+    try:
+        stage_version(tx, marker)
+        print("staged", flush=True)
+        deadline = time.monotonic() + 120
+        while not os.path.exists(go) and time.monotonic() < deadline:
+            time.sleep(0.01)
+        outcome.update(result="committed", version=tx.commit(), rebased=tx.rebased, recovered=tx.recovered)
+    except Exception as e:  # noqa: BLE001 - reported to the test
+        outcome.update(result="error", type=type(e).__name__, message=str(e))
+    finally:
+        tx.discard()
+    print(json.dumps(outcome), flush=True)
+
+
+def claim(cache, slot: str, how: str) -> None:
+    import json
+    from reuse_backend.store import single_flight
+    got = single_flight.claim(cache, slot, "d1", "leader", wait=0)
+    assert got.lock is not None, "the claim was taken"
+    got.lock.heartbeat_s = 0.2
+    print("claimed", flush=True)
+    if how == "hold":
+        while True:
+            time.sleep(60)
+    _stop_self("claim")
+    still = got.lock.held()
+    got.release()
+    print(json.dumps({"held_after_stall": still}), flush=True)
+
+
 def main(argv):
     cmd, root, name = argv[:3]
     cache = Cache(root, name)
@@ -162,6 +203,10 @@ def main(argv):
         ok, why = evict.evict_cache(root, name, lease_s=cache.lease_s)
         fsops.clear_hook()
         print(json.dumps({"evicted": ok, "why": why}), flush=True)
+    elif cmd == "overlap":
+        overlap(cache, int(argv[3]), argv[4])
+    elif cmd == "claim":
+        claim(cache, argv[3], argv[4])
     elif cmd == "release":
         release_paused(cache, argv[3])
     elif cmd == "read-pause":

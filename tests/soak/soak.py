@@ -97,6 +97,7 @@ from reuse_backend.errors import ReuseError
 from reuse_backend.store.lock import read_lock
 from reuse_backend.store import Cache
 
+from .burst import run_bursts
 from .take_model import VARIANTS, SoakFailure, TakeCorruption, TakeModel, fleet_keep
 
 T2V_CACHE, SEG_CACHE = "default", "segments"
@@ -133,6 +134,9 @@ class SoakConfig:
     t2v_share: float = 0.45
     variant_share: float = 0.5  # tail: share of Segment Reuse requests drawn as a take-history kind
     verbose: bool = True
+    # concurrent clients (tests/soak/burst.py): once after the mandatory phase, requests sent at
+    # the same moment across the workers (same and different keys), 0 contention failures
+    bursts: bool = True
     # a cache root the pack must refuse (e.g. sshfs): every request that reaches a SeedReuse
     # node must fail with one of these messages, nothing may ever be published
     expect_refused: tuple = ()
@@ -445,6 +449,7 @@ class Soak:
         self.followups: list[tuple[str, int]] = []   # (cache, worker index) forced next
         self.t_start = None
         self.restarting: dict[str, tuple] = {}   # worker name -> (restart thread, its errors)
+        self.bursts: list[dict] | None = None    # what the concurrent bursts did (burst.py)
 
     @staticmethod
     def _cov_entry() -> dict:
@@ -463,15 +468,10 @@ class Soak:
         if self.cfg.expect_refused:
             req.prediction, req.reject_reason = "reject", "refused"
             return
-        owner = m.lock_owner
-        reads_only = (req.kind == "t2v" and m.manifest is not None and m.text == req.text)
-        if owner is not None and owner.get("host") != self.fleet.host_of(self.fleet.workers[req.worker]) \
-                and not reads_only:
-            # a killed writer's lock on another host: only its lease (120 s) can expire it.
-            # An all-hit encoder request never takes the lock (it only reads a committed
-            # version), so it is not blocked by it.
-            req.prediction, req.reject_reason = "reject", "busy"
-            return
+        # A killed writer's lock on another host (it died inside its commit): only its lease
+        # (120 s) can expire it. Runs take the writer lock only to commit, and a commit waits for
+        # it (SEEDREUSE_COMMIT_WAIT_S, the lease + 60 s by default): such a request is predicted
+        # like any other and succeeds once the dead lock's lease has expired (issue 27).
         if req.kind == "t2v":
             if m.manifest is None:
                 req.prediction = "reject" if req.mode == "require" else "commit"
@@ -889,6 +889,10 @@ class Soak:
         idx = planned = 0
         while True:
             forced = self.followups.pop(0) if self.followups else None
+            if forced is None and self._burst_due():
+                self.bursts = run_bursts(self, idx + 1)
+                idx += 1
+                continue
             if forced is None:
                 if self.mandatory_active and (not self.queue or self.mandatory_planned >= self.max_mandatory):
                     self._end_mandatory()          # done (or out of bounded attempts: reported)
@@ -914,6 +918,8 @@ class Soak:
                 req = self._plan(idx, (name, self._not_restarting(hosts, None)[0]))
                 req.fault, req.kill_mode, req.where = "none", "", ""
                 self._step(req)
+        if self.cfg.bursts and self.bursts is None and not self.cfg.expect_refused:
+            self.bursts = run_bursts(self, idx + 1)      # the tail never left the caches clean before
         for w in self.fleet.workers:
             self._wait_restarted(w)
         for name in self.models:
@@ -921,6 +927,11 @@ class Soak:
             if probs:
                 self.corruptions.append(f"end: check({name}) reports {[str(p) for p in probs]}")
         return self.report()
+
+    def _burst_due(self) -> bool:
+        """The bursts run once, after the mandatory phase, when no kill's leftovers are pending."""
+        return (self.cfg.bursts and self.bursts is None and not self.cfg.expect_refused
+                and not self.mandatory_active and not any(m.pending for m in self.models.values()))
 
     def _step(self, req: Request) -> None:
         w = self.fleet.workers[req.worker]
@@ -1268,13 +1279,18 @@ class Soak:
             raise SoakFailure(f"non-repairable problems after the kill: {[str(p) for p in bad]}")
         step.leftovers = sorted({p.code for p in probs})
         m.leftovers = set(step.leftovers)
+        if self.fleet.host_of(w) != socket.gethostname():
+            # the killed run's staging under its run lease (store/run_lease.py): check() here
+            # calls it live until its lease expires, then stale; the next request from its own
+            # host (a follow-up, below) proves the owner dead and removes it
+            m.leftovers.add("stale_tmp")
         if m.lock_owner is not None and m.lock_owner.get("host") != socket.gethostname():
             step.leftovers.append(f"lock of the dead writer on {m.lock_owner.get('host')} "
                                   "(live for check() here until its lease expires)")
         if step.leftovers:
             self.c["kills_leaving_leftovers"] += 1
         # make the next requests exercise recovery on this cache: from another host first
-        # (the dead owner's lock must then be refused as busy), then from the owner's host
+        # (its commit waits for the dead owner's lock to expire), then from the owner's host
         if m.pending:
             me = self.fleet.host_of(w)
             others = [i for i, x in enumerate(self.fleet.workers) if self.fleet.host_of(x) != me]
@@ -1340,6 +1356,9 @@ class Soak:
             "seed": self.cfg.seed,
             "fleet": self.fleet.describe(),
         }
+        r["concurrent"] = {"planned": bool(self.cfg.bursts and not self.cfg.expect_refused),
+                           "requests": c["burst_requests"], "contention_failures": c["burst_contention_failures"],
+                           "bursts": self.bursts or []}
         if c["stopped_by_time_budget"]:
             r["stopped_by_time_budget"] = True
         planned = list(self.cov)
@@ -1371,6 +1390,14 @@ def format_report(r: dict) -> str:
             "lost_successes", "violations", "seconds", "seed", "fleet"]
     lines = ["SeedReuse soak report"] + [f"  {k:38s} {r.get(k)}" for k in keys]
     mand = r.get("mandatory") or {}
+    conc = r.get("concurrent") or {}
+    if conc.get("planned"):
+        lines.append(f"  {'concurrent clients':38s} {conc['requests']} requests in bursts, "
+                     f"{conc['contention_failures']} contention failure(s)")
+        for b in conc["bursts"]:
+            lines.append(f"    {b['kind']:36s} {b['requests']} at once, {b['seconds']} s"
+                         + (f", encoder ran {b['encodes']}x" if "encodes" in b else "")
+                         + (f" ! {b['problems']}" if b["problems"] else ""))
     if mand.get("kinds"):
         lines.append(f"  {'mandatory phase':38s} {mand['requests']} requests, {mand['seconds']} s, "
                      f"{'complete' if mand['complete'] else 'INCOMPLETE'}")
@@ -1421,5 +1448,8 @@ def assert_coverage(r: dict) -> None:
     for key in keys:
         if not r.get(key):
             problems.append(f"{key} = 0")
+    conc = r.get("concurrent") or {}
+    if conc.get("planned") and not conc.get("requests"):
+        problems.append("no concurrent burst ran")
     if problems:
         raise AssertionError("soak coverage: " + ", ".join(problems) + "\n" + format_report(r))

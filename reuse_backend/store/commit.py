@@ -1,0 +1,176 @@
+"""The commit of a run (Transaction.commit): the writer lock for the critical section only.
+
+Runs stage side by side under their own leases (run_lease.py); a commit takes the writer lock,
+waiting at most ``SEEDREUSE_COMMIT_WAIT_S`` (default: the lease plus 60 s: another commit takes
+seconds, a dead committer's lock is broken once its owner is provably dead or past its lease),
+finishes a crashed commit (recovery), rebases onto what committed meanwhile (rebase.py), then
+publishes with the numbered invariants below. The lock is released in any case (Transaction).
+
+Invariant (concurrent commits): the commits of overlapping runs are serialized by the writer
+lock; each re-reads the current version under it, so the last commit is current and none
+overwrites another's take list with a stale copy. Correctness never depends on the lock alone:
+every step is also fenced by the run's lease and its staging directory (transaction.py).
+"""
+from __future__ import annotations
+
+import logging
+import os
+import time
+
+from ..errors import CacheBusyError, CorruptCacheError, TransactionError
+from ..storage import fsops
+from . import env_settings, evict, manifest as mf
+from . import rebase, recovery
+
+log = logging.getLogger("seedreuse")
+
+ENV_COMMIT_WAIT = "SEEDREUSE_COMMIT_WAIT_S"
+
+
+def commit_wait_s(lease_s: float) -> float:
+    """How long a commit waits for the writer lock: ``SEEDREUSE_COMMIT_WAIT_S`` or the lease plus
+    60 s (a dead committer's lock is broken after its lease; a live commit takes seconds)."""
+    return env_settings.seconds(ENV_COMMIT_WAIT, lease_s + 60.0)
+
+
+def take_lock(tx) -> None:
+    """The writer lock, waiting at most commit_wait_s(): a commit of another run takes
+    seconds; a dead committer's lock is broken once provably dead or past its lease."""
+    wait = commit_wait_s(tx.cache.lease_s)
+    deadline, delay = time.monotonic() + wait, 0.02
+    while True:
+        try:
+            tx.commit_lock = evict.retry_when_full(tx.cache, tx.cache.writer_lock(tx.run.run_id).acquire,
+                                                     during="take the writer lock")
+            tx.recovered += tx.commit_lock.broke
+            return
+        except CacheBusyError as e:
+            if time.monotonic() >= deadline:
+                raise CacheBusyError(
+                    f"cache '{tx.cache.name}': run {tx.run.run_id} waited {wait:g} s to commit and the "
+                    f"writer lock is still held: {e.message}", expected="the writer lock within the wait",
+                    actual=e.actual, fix=f"raise {ENV_COMMIT_WAIT} (seconds) if commits take that long; "
+                    f"{e.fix}", details=e.details) from None
+        if not tx.owned():
+            raise tx._fenced_error("wait for the writer lock")
+        time.sleep(min(delay, max(0.0, deadline - time.monotonic())))
+        delay = min(delay * 1.5, 0.5)
+
+
+def release_lock(tx) -> None:
+    lock, tx.commit_lock = tx.commit_lock, None
+    if lock is not None:
+        try:
+            lock.release()
+        except OSError as e:
+            tx.warnings.append(f"lock release: {e}")
+            log.warning("could not release the writer lock of cache '%s': %s", tx.cache.name, e)
+
+
+def rebase_if_changed(tx) -> None:
+    """Under the writer lock: finish a crashed commit (recovery), then, when another run
+    committed since this one began, rebase onto the current version (rebase.py)."""
+    tx.recovered += recovery.recover_locked(tx.cache.root, tx.cache.name, tx.cache.paths,
+                                              tx.cache.lease_s)
+    try:
+        current = tx.cache.snapshot(lease=False)
+    except CorruptCacheError as e:      # a broken version is replaced, never merged
+        log.warning("%s", e)
+        current = None
+    try:
+        was = tx.base.version if tx.base is not None else None
+        if (current.version if current is not None else None) != was:
+            tx.rebased = rebase.rebase(tx, current)
+            tx.warnings.append(tx.rebased)
+            log.info("cache '%s', run %s: %s", tx.cache.name, tx.run.run_id, tx.rebased)
+    finally:
+        if current is not None:
+            current.close()
+
+
+def publish(tx) -> str:
+    """The commit of ``tx`` (a Transaction) after its first fence (Transaction.commit): writer
+    lock, recovery, rebase when the base changed, then the numbered invariants."""
+    try:
+        if tx._pending:
+            raise TransactionError("staged files were never added", expected="add_file() for each",
+                                   actual=sorted(tx._pending), fix="call add_file() or discard")
+        take_lock(tx)
+        tx._fence("commit")
+        rebase_if_changed(tx)
+        # Invariant 1: every file the manifest names is durable before the manifest exists.
+        for fname in tx._files:
+            fsops.fsync_file(tx._path(fname))
+        m = tx._manifest()
+        data = mf.dumps(m)
+        # Invariant 2: the manifest is written last, atomically (temp + fsync + rename + fsync).
+        try:
+            evict.retry_when_full(tx.cache, lambda: fsops.write_file_atomic(
+                tx._path(mf.MANIFEST), data, tx.cache.file_mode))
+        except OSError as e:
+            err = tx.explain(e, "write the manifest")
+            if err is e:
+                raise
+            raise err from e
+        fsops.fsync_dir(tx.staging)
+        # Invariant 3 (fencing): lease and writer lock still ours, our staging still in place.
+        tx._fence("commit")
+        staged = tx._dir.owner()
+        if staged.get("run_id") != tx.run.run_id:
+            tx.state = "fenced"
+            raise TransactionError("staging belongs to another run", expected=tx.run.run_id,
+                                   actual=staged.get("run_id"), fix="rerun")
+    except BaseException:
+        if tx.state == "open":
+            tx.state = "failed"
+        raise
+    p, moved, prev_id = tx.cache.paths, False, None
+    try:
+        if os.path.lexists(p.current):
+            st = os.lstat(p.current)
+            prev_id = (st.st_dev, st.st_ino)
+            # Invariant 4: the previous version moves aside whole; readers fall back to .old.
+            fsops.rename(p.current, p.old)
+            moved = True
+        # Fencing, 2: our staging has a name only we use; if the next owner moved it away,
+        # this rename fails (ENOENT) instead of publishing somebody else's staging.
+        fsops.rename(tx.staging, p.current)
+    except BaseException as e:
+        err = tx.explain(e, "commit") if isinstance(e, OSError) else e   # fenced / full
+        tx.state = "fenced" if tx.state == "fenced" else "failed"
+        if moved:
+            try:   # Invariant 5: a commit that fails between the renames restores the previous
+                fsops.rename(p.old, p.current)
+            except OSError as e2:   # recovery restores it (current missing + .old present)
+                log.warning("could not restore %s: %s", p.old, e2)
+        if err is not e:
+            raise err from e
+        raise
+    # Invariant 6: from here the new version is current; cleanup failures cannot unpublish it.
+    tx.state, tx.version = "committed", m["version"]
+    steps = [lambda: fsops.fsync_dir(tx.cache.root)]
+    if moved:   # Invariant 7: .old is removed last, only once the new version is durable,
+        # and only when it is still the directory this commit moved there
+        steps += [lambda: _remove_old(tx, prev_id), lambda: fsops.fsync_dir(tx.cache.root)]
+    for step in steps:
+        try:
+            step()
+        except OSError as e:
+            tx.warnings.append(f"commit cleanup: {e}")
+            log.warning("cache '%s' committed; cleanup failed (recovery finishes it): %s",
+                        tx.cache.name, e)
+    tx._finish()
+    evict.after_commit(tx.cache)   # the size budget; never raises, never undoes this commit
+    return tx.version
+
+
+def _remove_old(tx, prev_id) -> None:
+    try:
+        st = os.lstat(tx.cache.paths.old)
+    except FileNotFoundError:
+        return
+    if (st.st_dev, st.st_ino) != prev_id:
+        log.warning("cache '%s': %s is not the version this commit moved aside; left to recovery",
+                    tx.cache.name, tx.cache.paths.old)
+        return
+    fsops.rmtree(tx.cache.paths.old)
