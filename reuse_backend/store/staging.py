@@ -11,6 +11,7 @@ compared by ``in_place()``: a recovery that moved it away makes every later writ
 """
 from __future__ import annotations
 
+import contextlib
 import errno
 import hashlib
 import json
@@ -66,19 +67,16 @@ class StagingDir:
         if os.path.lexists(self.file(fname)):
             fsops.unlink(self.file(fname))
 
-    def write_value(self, fname: str, value) -> dict:
-        """Serialize ``value`` to ``fname``: unique temp name, fsync, rename. Returns its entry."""
+    @contextlib.contextmanager
+    def _placed(self, fname: str):
+        """(fd, temp path) of a new file under a unique temp name; when the block succeeds it is
+        fsynced and renamed to ``fname`` (a staged name is unlinked first), else removed."""
         part = self.file(f".{fname}.part-{uuid.uuid4().hex}")
         fd = fsops.open_exclusive(part, self.file_mode)
         ok = False
         try:
-            with os.fdopen(fd, "wb", closefd=False) as f:
-                w = fsops.HookedWriter(f, part, hashlib.sha256())
-                serialize.dump_value(w, value)
-                f.flush()
+            yield fd, part
             fsops.fsync_file(fd, part)
-            size = os.fstat(fd).st_size
-            digest = w.hasher.hexdigest() if w.sequential and w.count == size else sha256_fd(fd)
             self.drop(fname)
             fsops.rename(part, self.file(fname))
             ok = True
@@ -89,6 +87,16 @@ class StagingDir:
                     fsops.unlink(part, missing_ok=True)
                 except OSError:
                     pass        # staging is removed as a whole by discard/recovery
+
+    def write_value(self, fname: str, value) -> dict:
+        """Serialize ``value`` to ``fname``: unique temp name, fsync, rename. Returns its entry."""
+        with self._placed(fname) as (fd, part):
+            with os.fdopen(fd, "wb", closefd=False) as f:
+                w = fsops.HookedWriter(f, part, hashlib.sha256())
+                serialize.dump_value(w, value)
+                f.flush()
+            size = os.fstat(fd).st_size
+            digest = w.hasher.hexdigest() if w.sequential and w.count == size else sha256_fd(fd)
         return {"bytes": size, "sha256": digest}
 
     def link_from(self, fname: str, src_dir_fd: int, src: str | None = None) -> int:
@@ -101,25 +109,14 @@ class StagingDir:
     def copy_from_fd(self, fname: str, src_fd: int) -> int:
         """Copy an open file (a pinned version's, whose name is gone) as ``fname``: unique temp
         name, fsync, rename. Returns its size."""
-        part = self.file(f".{fname}.part-{uuid.uuid4().hex}")
-        fd = fsops.open_exclusive(part, self.file_mode)
-        ok = False
-        try:
-            off = 0
+        off = 0
+        with self._placed(fname) as (fd, part):
             while True:
                 buf = os.pread(src_fd, 1 << 20, off)
                 if not buf:
                     break
                 fsops.write_all(fd, buf, part)
                 off += len(buf)
-            fsops.fsync_file(fd, part)
-            self.drop(fname)
-            fsops.rename(part, self.file(fname))
-            ok = True
-        finally:
-            os.close(fd)
-            if not ok:
-                fsops.unlink(part, missing_ok=True)
         return off
 
     def record(self, fname: str) -> dict:
