@@ -1358,6 +1358,7 @@ class Soak:
         }
         r["concurrent"] = {"planned": bool(self.cfg.bursts and not self.cfg.expect_refused),
                            "requests": c["burst_requests"], "contention_failures": c["burst_contention_failures"],
+                           "kills": c["burst_kills"],
                            "bursts": self.bursts or []}
         if c["stopped_by_time_budget"]:
             r["stopped_by_time_budget"] = True
@@ -1393,7 +1394,7 @@ def format_report(r: dict) -> str:
     conc = r.get("concurrent") or {}
     if conc.get("planned"):
         lines.append(f"  {'concurrent clients':38s} {conc['requests']} requests in bursts, "
-                     f"{conc['contention_failures']} contention failure(s)")
+                     f"{conc['contention_failures']} contention failure(s), {conc.get('kills', 0)} kill(s)")
         for b in conc["bursts"]:
             lines.append(f"    {b['kind']:36s} {b['requests']} at once, {b['seconds']} s"
                          + (f", encoder ran {b['encodes']}x" if "encodes" in b else "")

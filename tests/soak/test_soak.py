@@ -46,3 +46,6 @@ def test_soak_three_workers(tmp_path, models_dir):
         print(f"NOTE: the time budget cut the tail after {r['requests']} requests "
               f"(mandatory phase: {r['mandatory']['requests']} requests, {r['mandatory']['seconds']} s)")
     assert_coverage(r)
+    # concurrent clients: the bursts ran, one of their runs was killed, none failed from contention
+    conc = r["concurrent"]
+    assert conc["planned"] and conc["kills"] == 1 and conc["contention_failures"] == 0, format_report(r)
