@@ -32,6 +32,7 @@ naming the holder); nothing of it is published.
 from __future__ import annotations
 
 import contextlib
+import errno
 import json
 import logging
 import os
@@ -47,6 +48,9 @@ from .lock import WriterLock
 from .reader import Snapshot, corrupt
 from .run_info import RunInfo, jsonable
 from .staging import StagingDir
+
+# what a link from a version that was removed meanwhile fails with (store/transaction._carry)
+_GONE = {errno.ENOENT, errno.ESTALE}
 
 log = logging.getLogger("seedreuse")
 
@@ -171,11 +175,12 @@ class Transaction:
         try:
             try:
                 size = self._dir.link_from(fname, source._dfd, src)
-            except FileNotFoundError:
-                if self._dir.in_place():
-                    size = self._dir.copy_from_fd(fname, fd)
-                else:
+            except OSError as e:
+                # the version is gone: ENOENT here, ESTALE on a network filesystem whose other
+                # client removed it (seen on GlusterFS); our own staging gone is fencing instead
+                if e.errno not in _GONE or not self._dir.in_place():
                     raise
+                size = self._dir.copy_from_fd(fname, fd)
         except OSError as e:
             err = self.explain(e, f"carry {fname}")
             if err is e:

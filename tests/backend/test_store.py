@@ -185,6 +185,33 @@ def test_carry_hard_links(tmp_path):
         assert os.stat(tmp_path / "a" / f).st_ino == before[f]
 
 
+@pytest.mark.parametrize("gone", ["ENOENT", "ESTALE"])
+def test_carry_from_a_base_replaced_meanwhile_copies_from_the_pinned_file(tmp_path, gone):
+    """A run carries a slot of its base after another run's commit replaced (and removed) that
+    base: the link fails (ENOENT here; ESTALE where another client of a network filesystem
+    removed it, as GlusterFS answered in the two-host soak's burst) and the file is copied from
+    the run's pinned descriptor, so its version is complete."""
+    from reuse_backend.storage import fsops
+    cache = Cache(tmp_path, "a")
+    write_version(cache, 1)
+    tx = cache.begin(RunInfo(run_id="late"))                 # base: version 1, pinned
+    write_version(cache, 2)                                   # version 1 removed
+    if gone == "ESTALE":
+        def hook(op, path):
+            if op == "link_or_copy":
+                raise OSError(errno.ESTALE, os.strerror(errno.ESTALE), path)
+        fsops.set_hook(hook)
+    try:
+        tx.carry_slot("text")
+    finally:
+        fsops.clear_hook()
+    staged = tx.staging / "slot_text.safetensors"
+    assert os.stat(staged).st_nlink == 1                      # a copy, not a link
+    tx.commit()
+    with cache.snapshot() as snap:
+        assert torch.equal(snap.load_slot("text")["cond"], slot_value(1, "text")["cond"])
+
+
 def test_restage_after_carry_does_not_touch_base(tmp_path):
     cache = Cache(tmp_path, "a")
     write_version(cache, 1)
