@@ -10,8 +10,8 @@ from __future__ import annotations
 import time
 
 
-from ..reuse_backend.store import Cache, roots, single_flight
-from ..reuse_backend.errors import CorruptCacheError, InvalidRequestError, ReuseError
+from ..reuse_backend.store import roots, single_flight
+from ..reuse_backend.errors import InvalidRequestError, ReuseError
 from ..reuse_backend.keys.slots import decide_slot
 from ..reuse_backend.keys.value_checks import inspect_slot
 from . import host, transactions
@@ -28,26 +28,6 @@ VARIANTS = [
     ("Image", "Image", io.Image, "preprocessed image"),
     ("Audio", "Audio", io.Audio, "audio waveform"),
 ]
-
-
-def _snapshot_error(ctx, root: str, name: str):
-    """Why the prompt's snapshot of a cache is None: the CorruptCacheError of an unreadable
-    committed version, or None when nothing was ever committed."""
-    st = ctx.txs.get((root, name))
-    if st is not None:
-        return getattr(st.tx, "base_error", None)
-    k = ("snapshot_error", root, name)
-    if k not in ctx.notes:
-        err = None
-        try:
-            snap = Cache(root, name).snapshot()
-        except CorruptCacheError as e:
-            err = e
-        else:
-            if snap is not None:   # committed since this prompt looked: it still counts as empty
-                snap.close()
-        ctx.notes[k] = err
-    return ctx.notes[k]
 
 
 class _EncodeOrReuse(io.ComfyNode):
@@ -110,8 +90,10 @@ class _EncodeOrReuse(io.ComfyNode):
         return ctx, d
 
     @classmethod
-    def _decide(cls, ctx, session, slot, key, snap):
-        err = _snapshot_error(ctx, session.root, session.name) if snap is None and session.mode != "off" else None
+    def _decide(cls, ctx, session, slot, key, snap, *, source_error=None):
+        err = source_error
+        if snap is None and session.mode != "off" and err is None:
+            err = ctx.snapshot_error(session.root, session.name)
         return decide_slot(snap, cache_name=session.name, slot=slot, key=key, mode=session.mode,
                            snapshot_error=err, gone=ctx.notes.get(("gone", session.root, session.name)),
                            inspect=lambda s: inspect_slot(s, cache_name=session.name, slot=slot,
@@ -120,25 +102,56 @@ class _EncodeOrReuse(io.ComfyNode):
     @classmethod
     def _single_flight(cls, ctx, session, slot, key, d):
         """Before encoding (store/single_flight.py): claim the slot key; while a live run of another
-        worker holds the claim (it encodes this very key), wait for its commit, bounded, then
-        reuse it; when it did not commit it, encode. Only while this prompt stages nothing into
-        the cache yet (its base is fixed once it does; the commit keeps what it encodes)."""
+        worker holds the claim (it encodes this very key), wait for its encoding, bounded:
+        - the holder published its encoding (an entry, as soon as its encoder ran): use it, and
+          stage it as this run's own (``adopted``), so this run's commit publishes it too;
+        - the holder's prompt ended without one: re-read the committed version (it may have
+          committed the slot); without a transaction yet this is this prompt's snapshot, else the
+          value found there is adopted like an entry; otherwise encode, holding the claim."""
         k = (session.root, session.name)
-        if k in ctx.txs or single_flight.wait_s() == 0:
+        if single_flight.wait_s() == 0:
             return d
-        got = single_flight.claim(Cache(*k), slot, key.digest, ctx.run_id, on_wait=host.throw_if_interrupted)
+        cache = ctx.cache(*k)
+        uid = cls.hidden.unique_id
+        got = cache.claim(slot, key.digest, ctx.run_id, on_wait=host.throw_if_interrupted)
         if got.lock is not None:
-            ctx.claims.append(got)
-        if got.waited_for is None:
+            ctx.claims[uid] = got
+        if got.waited_for is None and got.entry is None:
             return d
-        who = got.waited_for.get("run_id")
-        ctx.drop_snapshot(*k)
-        d2 = cls._decide(ctx, session, slot, key, ctx.snapshot(*k))
+        who = (got.waited_for or got.entry.manifest["run"]).get("run_id")
+        waited = got.waited_s
+        if got.entry is not None:
+            try:
+                d2 = cls._decide(ctx, session, slot, key, got.entry)
+            finally:
+                got.close_entry()
+            if d2.action == "reuse":
+                d2.adopted = True
+                d2.reason = (f"encoded by run {who} of another worker while this run waited {waited:.1f} s "
+                             "(single flight); staged as this run's own")
+                return d2
+            d.reason = f"{d.reason} (run {who}'s encoding of this key is unusable here: {d2.reason})"
+            return d
+        if k not in ctx.txs:
+            ctx.drop_snapshot(*k)
+            d2 = cls._decide(ctx, session, slot, key, ctx.snapshot(*k))
+        else:
+            try:
+                fresh, err = cache.snapshot(), None
+            except ReuseError as e:        # unreadable: the next commit replaces it
+                fresh, err = None, e
+            try:
+                d2 = cls._decide(ctx, session, slot, key, fresh, source_error=err)
+            finally:
+                if fresh is not None:
+                    fresh.close()
+            d2.adopted = d2.action == "reuse"
         if d2.action == "reuse":
             got.release()
-            d2.reason = f"{d2.reason} (waited {got.waited_s:.1f} s for run {who}, which encoded it: single flight)"
+            ctx.claims.pop(uid, None)
+            d2.reason = f"{d2.reason} (waited {waited:.1f} s for run {who}, which committed it: single flight)"
             return d2
-        d.reason = (f"{d.reason} (waited {got.waited_s:.1f} s for run {who}, which did not commit this key: "
+        d.reason = (f"{d.reason} (waited {waited:.1f} s for run {who}, which did not commit this key: "
                     "encoding)")
         return d
 
@@ -163,8 +176,16 @@ class _EncodeOrReuse(io.ComfyNode):
                 value, load_s = inspect_slot(ctx.snapshot(session.root, session.name), cache_name=session.name,
                                              slot=slot, io_type=cls.IO.io_type, load=True)
             saved = float(d.cached_meta.get("encode_seconds", 0.0))
-            status = (f"reused '{slot}' from cache '{session.name}' in {load_s * 1000:.0f} ms "
-                      f"(encoding took {saved:.2f} s when cached)")
+            if d.adopted:      # another run's fresh encoding (single flight): published by our commit too
+                st = ctx.transaction(session.root, session.name)
+                st.tx.stage_slot(slot, value, key=d.key.to_dict(), meta=d.cached_meta)
+                st.staged_slots.add(slot)
+                st.new_content = True
+                status = (f"reused '{slot}', encoded by another worker's run just now (single flight), "
+                          f"in {load_s * 1000:.0f} ms")
+            else:
+                status = (f"reused '{slot}' from cache '{session.name}' in {load_s * 1000:.0f} ms "
+                          f"(encoding took {saved:.2f} s when cached)")
             report = {"action": "reused", "load_seconds": load_s, "saved_seconds": max(0.0, saved - load_s)}
         else:
             if value is None:
@@ -178,6 +199,9 @@ class _EncodeOrReuse(io.ComfyNode):
                                    "encode_seconds": round(encode_s, 4), "created_at": time.time()})
             st.staged_slots.add(slot)
             st.new_content = True
+            claimed = ctx.claims.get(uid)
+            if claimed is not None:      # runs waiting for this key use it now, not after our commit
+                claimed.publish(st.tx, slot)
             status = f"encoded '{slot}' ({d.reason})"
             report = {"action": "encoded", "encode_seconds": encode_s}
         payload = {"node": uid, "prompt_id": ctx.prompt_id, "cache": session.name, "slot": slot,

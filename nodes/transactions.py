@@ -23,7 +23,8 @@ import uuid
 from dataclasses import dataclass, field
 
 from ..reuse_backend.errors import CorruptCacheError, InvalidRequestError, ReuseError, TransactionError
-from ..reuse_backend.store import Cache, RunInfo
+from ..reuse_backend.store import RunInfo
+from ..reuse_backend.stores import open_cache
 from . import cache_providers, host, users
 
 log = host.log
@@ -54,7 +55,7 @@ def register_on_success(fn) -> None:
 
 @dataclass
 class TxState:
-    cache: Cache
+    cache: object                 # the store's cache handle (the folder or the object store)
     tx: object
     staged_slots: set = field(default_factory=set)
     new_content: bool = False     # anything staged that is not a carry from the base
@@ -69,13 +70,22 @@ class PromptContext:
     txs: dict = field(default_factory=dict)        # (root, name) -> TxState
     decisions: dict = field(default_factory=dict)  # node id -> decision object
     notes: dict = field(default_factory=dict)      # free-form per node data
-    snapshots: dict = field(default_factory=dict)  # (root, name) -> read-only Snapshot | None
+    caches: dict = field(default_factory=dict)     # (root, name) -> the one cache handle of this prompt
+    snapshots: dict = field(default_factory=dict)  # (root, name) -> (read-only Snapshot | None, its error)
     used_slots: dict = field(default_factory=dict)  # (root, name) -> slots served or staged
     resolved: dict = field(default_factory=dict)    # file identities shared by the prompt's keys
     refusal: str | None = None                     # why reuse nodes refuse (cache_providers.py)
     extra: dict = field(default_factory=dict)      # the prompt's extra_data as the executor got it
     results: dict = field(default_factory=dict)    # Encode-or-Reuse node id -> what it did (its payload)
-    claims: list = field(default_factory=list)      # single-flight claims, released after the commit
+    claims: dict = field(default_factory=dict)      # node id -> its single-flight claim, released after the commit
+
+    def cache(self, root: str, name: str):
+        """The one handle of this prompt on cache ``name`` under ``root`` (a folder or an object
+        store: store.open_cache decides): its name validated and its settings read once."""
+        k = (root, name)
+        if k not in self.caches:
+            self.caches[k] = open_cache(root, name)
+        return self.caches[k]
 
     def snapshot(self, root: str, name: str):
         """The committed version this prompt reads: the open transaction's base, else one
@@ -86,27 +96,36 @@ class PromptContext:
             return st.tx.base
         k = (root, name)
         if k not in self.snapshots:
-            cache = Cache(root, name)
+            cache = self.cache(root, name)
             cache.recover_leftovers(f"recover-{self.run_id}")
             try:
-                self.snapshots[k] = cache.snapshot()
+                self.snapshots[k] = (cache.snapshot(), None)
                 if cache.gone:
                     self.notes[("gone", root, name)] = cache.gone
             except CorruptCacheError as e:   # a broken version is never used; the next writer replaces it
                 log.warning("seedreuse: cache '%s' is unreadable, treating it as empty: %s", name, e)
-                self.snapshots[k] = None
-        return self.snapshots[k]
+                self.snapshots[k] = (None, e)
+        return self.snapshots[k][0]
+
+    def snapshot_error(self, root: str, name: str):
+        """Why this prompt's snapshot of the cache is None: the CorruptCacheError of an unreadable
+        committed version (kept with the snapshot), or None when nothing was committed."""
+        st = self.txs.get((root, name))
+        if st is not None:
+            return st.tx.base_error
+        self.snapshot(root, name)
+        return self.snapshots[(root, name)][1]
 
     def drop_snapshot(self, root: str, name: str) -> None:
         """Forget the prompt's snapshot of a cache (the next snapshot() reads the version that is
         current now; values already loaded from it stay valid)."""
-        snap = self.snapshots.pop((root, name), None)
+        snap, _ = self.snapshots.pop((root, name), (None, None))
         if snap is not None:
             snap.close()
 
     def release_claims(self) -> None:
-        claims, self.claims = self.claims, []
-        for c in claims:
+        claims, self.claims = self.claims, {}
+        for c in claims.values():
             c.release()
 
     def use_slot(self, root: str, name: str, slot: str, node_id: str | None = None) -> None:
@@ -121,7 +140,7 @@ class PromptContext:
         used[slot] = node_id
 
     def close_snapshots(self) -> None:
-        for snap in self.snapshots.values():
+        for snap, _ in self.snapshots.values():
             if snap is not None:
                 snap.close()
         self.snapshots.clear()
@@ -130,7 +149,7 @@ class PromptContext:
         k = (root, name)
         st = self.txs.get(k)
         if st is None:
-            cache = Cache(root, name)
+            cache = self.cache(root, name)
             tx = cache.begin(RunInfo(run_id=self.run_id, host=socket.gethostname(), pid=os.getpid(),
                                      prompt_id=self.prompt_id, extra={}))
             st = self.txs[k] = TxState(cache, tx)

@@ -112,3 +112,16 @@ class StorageFullError(ReuseError):
 class UnsupportedFilesystemError(ReuseError):
     """The cache root's filesystem lacks a primitive the lifecycle relies on."""
     code = "unsupported_filesystem"
+
+
+class ObjectStoreError(ReuseError):
+    """The object store (``SEEDREUSE_CACHE_URL``) could not do what the store asked: unreachable,
+    refused, throttled past the retries, or a client library missing; ``details``: operation,
+    key, the endpoint's code and HTTP status."""
+    code = "object_store"
+
+
+class UnsupportedEndpointError(ObjectStoreError):
+    """The object store's endpoint failed the probe the store depends on (a create race with more
+    than one winner, a compare-and-swap that does not hold, a listing or read that lags)."""
+    code = "unsupported_endpoint"

@@ -1,6 +1,6 @@
 """Fencing end to end: a ComfyUI worker stopped (SIGSTOP) in the middle of a segment run for
 longer than its lease loses the cache to a second worker; once continued it must fail with
-"lost the writer lock" and leave the second worker's committed result exactly as it was.
+"lost its run lease" and leave the second worker's committed result exactly as it was.
 
 The lease is shortened with SEEDREUSE_LEASE_S so the test stays fast. The exact staging write
 kinds (slot, boundary, chunk, result, both commit renames) are covered one by one with paused
@@ -63,7 +63,7 @@ def test_stopped_worker_loses_the_cache_and_cannot_corrupt_it(comfy_workers):
     res = h.wait(timeout=300)
     assert res.status == "error", res.status
     msg = (res.error or {}).get("exception_message", "")
-    assert "lost the writer lock" in msg and "SEEDREUSE_LEASE_S" in msg, msg
+    assert "lost its run lease" in msg and "SEEDREUSE_LEASE_S" in msg, msg
     structured = (res.error or {}).get("seedreuse") or {}
     assert structured.get("code") == "transaction", res.error
     assert _state(root) == committed               # b's result and manifest untouched

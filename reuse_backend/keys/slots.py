@@ -35,6 +35,9 @@ class SlotDecision:
     mismatch: list = field(default_factory=list)   # differing fields when a key did not match
     value: object = field(default=None, repr=False)  # the checked value inspect() loaded (reuse)
     load_seconds: float = 0.0
+    # the value is another run's fresh encoding of this key (single flight), not this prompt's
+    # committed version: the run stages it as its own (nodes/encode_nodes.py)
+    adopted: bool = False
 
     def to_dict(self) -> dict:
         return {"slot": self.slot, "action": self.action, "reason": self.reason,

@@ -1,6 +1,9 @@
-"""The store: committed versions, staged transactions, locks, recovery and checks of caches.
+"""The store: committed versions, staged transactions, leases, recovery and checks of caches.
 
-``Cache`` (cache.py) is the entry point; see docs/ARCHITECTURE.md for what each module owns.
+This package is the store's shared vocabulary (manifest, names, staged versions, take index,
+run info) and the folder store (``Cache``, cache.py); the object store lives in
+``reuse_backend/bucket/``, and ``reuse_backend/stores.py`` says which one serves a location.
+See docs/ARCHITECTURE.md for the interface and what each module owns.
 """
 from .cache import DEFAULT_BUDGET, Cache, committed_caches, list_caches
 from .reader import Snapshot, sha256_fd

@@ -14,8 +14,8 @@ from pathlib import Path
 
 from ..errors import CacheBusyError, CorruptCacheError, ReuseError
 from ..storage import fsops
-from . import env_settings, evict, filesystems, readers, recovery, rootdirs, roots, run_lease
-from .lock import WriterLock, stray_lock_files
+from . import env_settings, evict, filesystems, readers, recovery, rootdirs, roots, run_lease, single_flight
+from .lock import WRITER_LOCK, LeaseFile, stray_lock_files
 from .reader import Snapshot, VersionReader
 from .transaction import RunInfo, Transaction
 
@@ -95,9 +95,11 @@ class Cache:
         return readers.open_leased(self, lambda: VersionReader(self).open(retries, delay))
 
     # ------------------------------------------------------------------ writing
-    def writer_lock(self, run_id: str) -> WriterLock:
-        return WriterLock(self.paths.lock, run_id, lease_s=self.lease_s,
-                          heartbeat_s=self.heartbeat_s, cache_name=self.name)
+    def writer_lock(self, run_id: str) -> LeaseFile:
+        """The writer lock of this cache (not yet acquired): held for a commit's critical
+        section, a recovery, an eviction (lock.py's lease file in the role "writer lock")."""
+        return LeaseFile(self.paths.lock, run_id, lease_s=self.lease_s, heartbeat_s=self.heartbeat_s,
+                         cache_name=self.name, role=WRITER_LOCK)
 
     def begin(self, run: RunInfo | None = None) -> Transaction:
         """Begin a run: remove what dead runs left (never waiting for anyone), take this run's
@@ -119,10 +121,10 @@ class Cache:
         try:
             # the lease exists before the staging directory (run_lease.py's invariant); a full
             # disk: evict what the budget allows and retry once (evict.py)
-            tx.lock = evict.retry_when_full(self, lambda: run_lease.acquire(self, tx.staging_id, run.run_id),
-                                            during="take the run lease")
+            tx.lease = evict.retry_when_full(self, lambda: run_lease.acquire(self, tx.staging_id, run.run_id),
+                                             during="take the run lease")
             try:
-                evict.retry_when_full(self, tx._create_staging, reset=tx._dir.remove)
+                evict.retry_when_full(self, tx.create_staging, reset=tx.remove_staging)
             except OSError as e:
                 err = tx.explain(e, "create its staging directory")
                 if err is e:
@@ -133,6 +135,11 @@ class Cache:
             tx.state = "failed"
             tx.discard()
             raise
+
+    def claim(self, slot: str, digest: str, run_id: str, *, wait: float | None = None, on_wait=None):
+        """Single flight (single_flight.py): take the claim of this slot key, or wait for the run
+        that holds it to publish its encoding; a ``Claimed``."""
+        return single_flight.claim(self, slot, digest, run_id, wait=wait, on_wait=on_wait)
 
     def _recover_locked(self) -> list[str]:
         return recovery.recover_locked(self.root, self.name, self.paths, self.lease_s)

@@ -35,14 +35,14 @@ def commit_wait_s(lease_s: float) -> float:
 
 def take_lock(tx) -> None:
     """The writer lock, waiting at most commit_wait_s(): a commit of another run takes
-    seconds; a dead committer's lock is broken once provably dead or past its lease."""
+    seconds; a dead committer's lock is broken once provably dead or past its lease. What was
+    broken on the way, by this run or by another one meanwhile, goes to ``tx.recovered``."""
     wait = commit_wait_s(tx.cache.lease_s)
     deadline, delay = time.monotonic() + wait, 0.02
     while True:
+        lock = tx.cache.writer_lock(tx.run.run_id)
         try:
-            tx.commit_lock = evict.retry_when_full(tx.cache, tx.cache.writer_lock(tx.run.run_id).acquire,
-                                                     during="take the writer lock")
-            tx.recovered += tx.commit_lock.broke
+            tx.commit_lock = evict.retry_when_full(tx.cache, lock.acquire, during="take the writer lock")
             return
         except CacheBusyError as e:
             if time.monotonic() >= deadline:
@@ -51,8 +51,10 @@ def take_lock(tx) -> None:
                     f"writer lock is still held: {e.message}", expected="the writer lock within the wait",
                     actual=e.actual, fix=f"raise {ENV_COMMIT_WAIT} (seconds) if commits take that long; "
                     f"{e.fix}", details=e.details) from None
+        finally:
+            tx.recovered += [b for b in lock.broke if b not in tx.recovered]
         if not tx.owned():
-            raise tx._fenced_error("wait for the writer lock")
+            raise tx.fenced_error("wait for the writer lock")
         time.sleep(min(delay, max(0.0, deadline - time.monotonic())))
         delay = min(delay * 1.5, 0.5)
 
@@ -89,37 +91,35 @@ def rebase_if_changed(tx) -> None:
 
 
 def publish(tx) -> str:
-    """The commit of ``tx`` (a Transaction) after its first fence (Transaction.commit): writer
-    lock, recovery, rebase when the base changed, then the numbered invariants."""
+    """The commit of ``tx`` (a Transaction) after its first fence (Transaction.commit): staged
+    files durable, writer lock, recovery, rebase when the base changed, then the numbered
+    invariants."""
+    staged = tx.staged
     try:
-        if tx._pending:
-            raise TransactionError("staged files were never added", expected="add_file() for each",
-                                   actual=sorted(tx._pending), fix="call add_file() or discard")
+        # Invariant 1: every file the manifest names is durable before the manifest exists. The
+        # staged files are fsynced before the writer lock is taken (the lock is held for the
+        # critical section only); what a rebase adds under the lock is a hard link of a
+        # committed (durable) file or a copy fsynced when written (staged.py), and the names
+        # are made durable by the directory fsync after the manifest.
+        with tx.explaining("make the staged files durable"):
+            staged.make_durable()
         take_lock(tx)
-        tx._fence("commit")
+        tx.fence("commit")
         rebase_if_changed(tx)
-        # Invariant 1: every file the manifest names is durable before the manifest exists.
-        for fname in tx._files:
-            fsops.fsync_file(tx._path(fname))
-        m = tx._manifest()
+        m = staged.manifest(tx.run)
         data = mf.dumps(m)
         # Invariant 2: the manifest is written last, atomically (temp + fsync + rename + fsync).
-        try:
+        with tx.explaining("write the manifest"):
             evict.retry_when_full(tx.cache, lambda: fsops.write_file_atomic(
-                tx._path(mf.MANIFEST), data, tx.cache.file_mode))
-        except OSError as e:
-            err = tx.explain(e, "write the manifest")
-            if err is e:
-                raise
-            raise err from e
-        fsops.fsync_dir(tx.staging)
+                staged.file_path(mf.MANIFEST), data, tx.cache.file_mode))
+            fsops.fsync_dir(staged.path)
         # Invariant 3 (fencing): lease and writer lock still ours, our staging still in place.
-        tx._fence("commit")
-        staged = tx._dir.owner()
-        if staged.get("run_id") != tx.run.run_id:
+        tx.fence("commit")
+        owner = tx.staging_owner()
+        if owner.get("run_id") != tx.run.run_id:
             tx.state = "fenced"
             raise TransactionError("staging belongs to another run", expected=tx.run.run_id,
-                                   actual=staged.get("run_id"), fix="rerun")
+                                   actual=owner.get("run_id"), fix="rerun")
     except BaseException:
         if tx.state == "open":
             tx.state = "failed"
@@ -134,7 +134,7 @@ def publish(tx) -> str:
             moved = True
         # Fencing, 2: our staging has a name only we use; if the next owner moved it away,
         # this rename fails (ENOENT) instead of publishing somebody else's staging.
-        fsops.rename(tx.staging, p.current)
+        fsops.rename(staged.path, p.current)
     except BaseException as e:
         err = tx.explain(e, "commit") if isinstance(e, OSError) else e   # fenced / full
         tx.state = "fenced" if tx.state == "fenced" else "failed"
@@ -159,7 +159,7 @@ def publish(tx) -> str:
             tx.warnings.append(f"commit cleanup: {e}")
             log.warning("cache '%s' committed; cleanup failed (recovery finishes it): %s",
                         tx.cache.name, e)
-    tx._finish()
+    tx.finish()
     evict.after_commit(tx.cache)   # the size budget; never raises, never undoes this commit
     return tx.version
 

@@ -49,7 +49,7 @@ from pathlib import Path
 
 from ..errors import CacheBusyError, ReuseError, StorageFullError
 from . import readers, recovery, rootdirs, roots, run_lease, usage
-from .lock import WriterLock, describe, lock_status, stray_lock_files
+from .lock import LeaseFile, describe, lock_status, stray_lock_files
 
 log = logging.getLogger("seedreuse")
 
@@ -140,7 +140,7 @@ def _readers_why(live: list[dict]) -> KeptByReaders:
 def evict_cache(root, name: str, *, lease_s: float) -> tuple[bool, str]:
     """Evict one cache (see the module docstring); (True, size line) or (False, why kept)."""
     paths = roots.cache_paths(root, name)
-    lock = WriterLock(paths.lock, f"{readers.EVICT_RUN_PREFIX}{uuid.uuid4().hex}", lease_s=lease_s,
+    lock = LeaseFile(paths.lock, f"{readers.EVICT_RUN_PREFIX}{uuid.uuid4().hex}", lease_s=lease_s,
                       heartbeat_s=min(10.0, lease_s / 4), cache_name=name)
     try:
         # Invariant (eviction, 2): never a cache with a live writer: the lock, without waiting.
@@ -212,7 +212,7 @@ def recover_leftovers(root, lease_s: float) -> list[str]:
         paths = roots.cache_paths(root, name)
         if not (recovery.has_leftovers(paths) or stray_lock_files(root, name)):
             continue
-        lock = WriterLock(paths.lock, f"recover-{uuid.uuid4().hex}", lease_s=lease_s,
+        lock = LeaseFile(paths.lock, f"recover-{uuid.uuid4().hex}", lease_s=lease_s,
                           heartbeat_s=min(10.0, lease_s / 4), cache_name=name)
         try:
             lock.acquire()

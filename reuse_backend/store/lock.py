@@ -1,7 +1,16 @@
-"""One writer per cache: an exclusive lock file with owner, heartbeat and safe breaking.
+"""The lease file: an exclusive file with owner, heartbeat, safe breaking and fenced release.
 
-The lock file ``<root>/<name>.lock`` holds JSON {host, pid, pid_start, pid_ns, run_id,
-started_at, lease_s}; its mtime is the heartbeat.  It is created atomically with its full content:
+One mechanism, three roles (each named in its messages and documented where it is used):
+
+* the **writer lock** ``<root>/<name>.lock``: one commit (or recovery, eviction) of a cache at a
+  time, held for that critical section only (commit.py, evict.py);
+* the **run lease** ``<name>.tmp/<staging id>.lease``: a run is alive and owns its staging
+  (run_lease.py);
+* the **claim** ``<name>.tmp/<slot>-<digest>.claim``: one run encodes this slot key now
+  (single_flight.py).
+
+A lease file holds JSON {host, pid, pid_start, pid_ns, run_id, started_at, lease_s}; its mtime
+is the heartbeat.  It is created atomically with its full content:
 the JSON is written and fsynced under a unique temp name, then hard-linked to the lock
 path (link fails with EEXIST when the lock exists, also on NFS), so no reader ever sees
 an empty lock.  Filesystems without hard links fall back to O_CREAT|O_EXCL + write.
@@ -15,74 +24,34 @@ import os
 import threading
 import time
 import uuid
-from collections import Counter
 from pathlib import Path
 
 from ..storage import fsops
 from .owner import hostname, pid_alive, pid_namespace, pid_start  # noqa: F401 (re-exported)
 from .lock_file import (BROKEN_TAG, MAX_LOCK_BYTES, NEW_TAG, RELEASE_TAG,  # noqa: F401 (re-exported)
                         describe, read_lock, stray_lock_files)
+from .lease_judge import MTIME_SLACK_S, _activate, judge, lock_status  # noqa: F401 (re-exported)
 from ..errors import UnsupportedFilesystemError, CacheBusyError, TransactionError
 
 log = logging.getLogger("seedreuse")
 
-_ACTIVE: Counter = Counter()  # run ids whose lock this process holds (or is creating) now
-_ACTIVE_GUARD = threading.Lock()
-
-
-def _activate(run_id: str, delta: int) -> None:
-    with _ACTIVE_GUARD:
-        _ACTIVE[run_id] += delta
-        if _ACTIVE[run_id] <= 0:
-            del _ACTIVE[run_id]
-
-
 # heartbeat errors worth retrying (network filesystems); anything else loses the lease at once
 TRANSIENT_ERRNOS = {errno.EIO, errno.ESTALE, errno.EINTR, errno.EAGAIN, errno.ETIMEDOUT}
-# Some filesystems store mtime in whole seconds (MooseFS): a heartbeat can look up to this much
-# older than it is, so a lock is judged stale only past lease + MTIME_SLACK_S.
-MTIME_SLACK_S = 1.0
 
 
-def _own_lock(owner: dict) -> str | None:
-    pid = owner["pid"]
-    if owner.get("pid_start") == pid_start(pid) and owner.get("run_id") not in _ACTIVE:
-        return f"owner is this process (pid {pid}) and no longer holds run {owner.get('run_id')}"
-    return None
+WRITER_LOCK, RUN_LEASE, CLAIM = "writer lock", "run lease", "claim"
+ROLES = (WRITER_LOCK, RUN_LEASE, CLAIM)
 
 
-def judge(owner: dict | None, st: os.stat_result, default_lease_s: float, *, own=_own_lock,
-          who: str = "owner") -> str | None:
-    """Why this lock (or reader lease, readers.py: ``own``/``who``) is stale ("dead owner ...",
-    "heartbeat ..."), or None when it is live. ``own(owner)`` judges a record naming this very
-    process (does it still hold it?)."""
-    # Death is provable only on this host and in this pid namespace (containers sharing a
-    # host name, e.g. with host networking, have their own pids); elsewhere only the lease.
-    if owner is not None and owner.get("host") == hostname() and isinstance(owner.get("pid"), int) \
-            and owner.get("pid_ns") == pid_namespace():
-        pid = owner["pid"]
-        if pid == os.getpid():
-            reason = own(owner)
-            if reason:
-                return reason
-        elif not pid_alive(pid):
-            return f"{who} pid {pid} on this host is gone"
-        else:
-            rec, now = owner.get("pid_start"), pid_start(pid)
-            if rec is not None and now is not None and rec != now:
-                return f"{who} pid {pid} was reused by another process"
-    lease = owner.get("lease_s") if owner else None
-    if not isinstance(lease, (int, float)) or isinstance(lease, bool) or lease <= 0:
-        lease = default_lease_s
-    age = time.time() - st.st_mtime
-    if age > lease + MTIME_SLACK_S:
-        return f"heartbeat is {age:.0f}s old (lease {lease:.0f}s)"
-    return None
+class LeaseFile:
+    """One lease file in one role (``WRITER_LOCK`` | ``RUN_LEASE`` | ``CLAIM``): acquire, keep
+    (heartbeat), check (``held``), release."""
 
-
-class WriterLock:
     def __init__(self, lock_path, run_id: str, *, lease_s: float = 120.0, heartbeat_s: float = 10.0,
-                 cache_name: str | None = None):
+                 cache_name: str | None = None, role: str = WRITER_LOCK):
+        if role not in ROLES:
+            raise ValueError(f"unknown lease-file role {role!r}")
+        self.role = role
         self.path = Path(lock_path)
         self.run_id = str(run_id)
         self.lease_s = float(lease_s)
@@ -97,9 +66,9 @@ class WriterLock:
         self.lost = False               # set by the heartbeat once the lease cannot be kept
 
     # -- acquire ---------------------------------------------------------------------------
-    def acquire(self) -> WriterLock:
+    def acquire(self) -> LeaseFile:
         if self._fd is not None:
-            raise TransactionError("writer lock acquired twice", expected="one acquire per lock",
+            raise TransactionError(f"{self.role} acquired twice", expected="one acquire per lease file",
                                    actual="acquire() on a held lock", fix="release() it first")
         broke = False
         for _ in range(8):                            # bounded: a lock that keeps vanishing is busy
@@ -241,8 +210,10 @@ class WriterLock:
         broken = self.path.with_name(f"{self.path.name}{BROKEN_TAG}{uuid.uuid4().hex}")
         try:
             fsops.rename(self.path, broken)
-        except FileNotFoundError:
-            return True                                # somebody else broke it: retry create
+        except FileNotFoundError:                      # somebody else broke it: retry create
+            self.broke.append(f"stale {self.role} of {describe(owner)} ({reason}) was broken by another "
+                              "run meanwhile")
+            return True
         owner2, st2 = read_lock(broken)
         same = st2 is not None and (st2.st_dev, st2.st_ino) == (st.st_dev, st.st_ino) and \
             (owner2 or {}).get("run_id") == (owner or {}).get("run_id")
@@ -257,7 +228,8 @@ class WriterLock:
             fsops.unlink(broken, missing_ok=True)
             return False
         log.warning("breaking stale lock %s of %s: %s", self.path, describe(owner), reason)
-        self.broke.append(f"broke stale lock of {describe(owner)}: {reason}")
+        self.broke.append(f"broke stale {'lock' if self.role == WRITER_LOCK else self.role} of "
+                          f"{describe(owner)}: {reason}")
         fsops.unlink(broken, missing_ok=True)
         return True
 
@@ -284,8 +256,8 @@ class WriterLock:
                     log.warning("heartbeat of lock %s failed (%s); retrying", self.path, e)
                     continue
             self.lost = True
-            log.error("seedreuse: run %s lost the writer lock %s (heartbeat failing since %.0f s: %s); "
-                      "its writes are refused from now on", self.run_id, self.path,
+            log.error("seedreuse: run %s lost its %s %s (heartbeat failing since %.0f s: %s); "
+                      "its writes are refused from now on", self.run_id, self.role, self.path,
                       time.monotonic() - last_ok, self.heartbeat_error)
             return
 
@@ -321,7 +293,7 @@ class WriterLock:
         Not guaranteed: between that rename and the put-back (microseconds, unless this
         process is stopped exactly there after being stopped past its lease before the rename)
         the other owner's lock is absent from its name: a fencing check of that owner at that
-        instant fails (it fails cleanly with "lost the writer lock"), and a third writer may
+        instant fails (it fails cleanly with "lost its writer lock"), and a third writer may
         take the free name (then the put-back is refused, the other owner is fenced, and its
         file stays under the release name until the next recovery removes it as a stray).
         """
@@ -366,7 +338,7 @@ class WriterLock:
             return
         fsops.unlink(aside, missing_ok=True)
 
-    def __enter__(self) -> WriterLock:
+    def __enter__(self) -> LeaseFile:
         return self.acquire()
 
     def __exit__(self, *exc) -> None:
@@ -382,14 +354,5 @@ def break_stale(path, lease_s: float) -> str | None:
     reason = judge(owner, st, lease_s) if st is not None else None
     if reason is None:
         return None
-    lock = WriterLock(path, f"break-{uuid.uuid4().hex}", lease_s=lease_s)
+    lock = LeaseFile(path, f"break-{uuid.uuid4().hex}", lease_s=lease_s)
     return reason if lock._break(owner, st, reason) else None
-
-
-def lock_status(lock_path, lease_s: float = 120.0) -> dict:
-    """{"state": "free" | "live" | "stale", "owner": dict|None, "reason": str|None}."""
-    owner, st = read_lock(lock_path)
-    if st is None:
-        return {"state": "free", "owner": None, "reason": None}
-    reason = judge(owner, st, lease_s)
-    return {"state": "stale" if reason else "live", "owner": owner, "reason": reason}

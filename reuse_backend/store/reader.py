@@ -18,7 +18,6 @@ another host; the version it opens is still complete and consistent.
 from __future__ import annotations
 
 import errno
-import hashlib
 import json
 import logging
 import os
@@ -29,6 +28,7 @@ from ..errors import CorruptCacheError, NoCommittedCacheError, TransactionError
 from ..storage import fsops, serialize, skeleton
 from ..storage.pinned_file import open_pinned
 from . import manifest as mf
+from .file_checks import check_loadable, corrupt, sha256_fd
 from . import take_index
 
 log = logging.getLogger("seedreuse")
@@ -42,57 +42,8 @@ def _close(fd: int) -> None:
         log.debug("closing a cache file after reading it: %s (ignored: nothing was lost)", e)
 
 
-SPARSE_MIN_BYTES = 16 << 20     # smaller files are never judged sparse (metadata-sized rounding)
-
-
 class _Retry(Exception):
     """The version being read changed underneath us (a concurrent commit): read again."""
-
-
-def corrupt(name: str, what: str, *, expected=None, actual=None) -> CorruptCacheError:
-    return CorruptCacheError(f"cache '{name}': {what}", expected=expected, actual=actual,
-                             fix=f"clear it (python -m reuse_backend clear {name} --yes) and rerun; "
-                                 "nothing from it was used",
-                             details={"cache": name})
-
-
-def sha256_fd(fd: int, chunk: int = 1 << 20) -> str:
-    h, off = hashlib.sha256(), 0
-    while True:
-        b = os.pread(fd, chunk, off)
-        if not b:
-            return h.hexdigest()
-        h.update(b)
-        off += len(b)
-
-
-def available_memory() -> int | None:
-    """MemAvailable of this machine in bytes (None when unknown)."""
-    try:
-        with open("/proc/meminfo", "rb") as f:
-            for line in f:
-                if line.startswith(b"MemAvailable:"):
-                    return int(line.split()[1]) * 1024
-    except (OSError, ValueError, IndexError):
-        return None
-    return None
-
-
-def check_loadable(name: str, fname: str, st: os.stat_result) -> None:
-    """Refuse a load that would allocate memory the file cannot justify (sparse) or that this
-    machine does not have, before a byte of it is read."""
-    size = st.st_size
-    allocated = getattr(st, "st_blocks", None)
-    if allocated is not None and size > SPARSE_MIN_BYTES and allocated * 512 < size // 2 \
-            and os.environ.get("SEEDREUSE_ALLOW_SPARSE") != "1":
-        raise corrupt(name, f"{fname} is a sparse file: it claims {size} bytes but only "
-                            f"{allocated * 512} are allocated on disk",
-                      expected="a file written by SeedReuse (fully allocated)",
-                      actual=f"{allocated * 512} of {size} bytes allocated")
-    avail = available_memory()
-    if avail is not None and size > avail:
-        raise corrupt(name, f"{fname} needs {size} bytes of memory; {avail} are available",
-                      expected=f"<= {avail} bytes (MemAvailable)", actual=f"{size} bytes")
 
 
 def read_manifest_at(dfd: int, name: str) -> dict:
@@ -158,6 +109,25 @@ class VersionReader:
         raise corrupt(self.name, f"kept changing while being read ({last})",
                        expected="a stable committed version", actual=f"{retries} retries")
 
+    def open_dir(self, path, source: str):
+        """One attempt at the version directory ``path`` (not the cache's current one, e.g. a
+        single-flight entry): a Snapshot, None when absent, CorruptCacheError when anything is
+        missing or wrong (nothing is retried: such a directory never changes once in place)."""
+        try:
+            dfd = os.open(path, fsops.O_DIR)
+        except FileNotFoundError:
+            return None
+        except OSError as e:
+            if e.errno in (errno.ENOTDIR, errno.ELOOP):
+                raise corrupt(self.name, f"{path} is not a directory", expected="a directory",
+                              actual="another kind of file") from None
+            raise
+        try:
+            return self._snapshot_at(dfd, source, path)
+        except _Retry as e:
+            raise corrupt(self.name, f"{path}: {e}", expected="a complete version directory",
+                          actual="missing") from None
+
     def _open_version(self):
         for source, path in (("current", self.paths.current), ("old", self.paths.old)):
             try:
@@ -178,6 +148,10 @@ class VersionReader:
         source, path, dfd = self._open_version()
         if dfd is None:
             return None
+        return self._snapshot_at(dfd, source, path)
+
+    def _snapshot_at(self, dfd: int, source: str, path) -> Snapshot:
+        """The Snapshot of the version directory open at ``dfd`` (which it then owns)."""
         fds: dict[str, int] = {}
         try:
             m = self._read_manifest(dfd, source, path)
@@ -206,6 +180,8 @@ class VersionReader:
 
     def _vanished(self, dfd: int, source: str, path, what: str) -> Exception:
         """A missing entry: a race (the version was moved away: retry) or real corruption."""
+        if source not in ("current", "old"):
+            return _Retry(what)          # open_dir: reported as corrupt, never retried
         if source == "old":
             return _Retry(what)
         try:
@@ -254,6 +230,12 @@ class VersionReader:
         return fd
 
 
+def open_version_dir(cache, path, *, source: str = "dir"):
+    """A version directory outside the cache's current name (a single-flight entry) as a
+    Snapshot (None when absent); CorruptCacheError when it is incomplete or wrong."""
+    return VersionReader(cache).open_dir(path, source)
+
+
 class Snapshot:
     """One committed version, pinned: every file stays open until close()."""
 
@@ -283,6 +265,17 @@ class Snapshot:
 
     def has_file(self, fname: str) -> bool:
         return fname in self.manifest["files"]
+
+    def dir_fd(self) -> int:
+        """The pinned version directory (a carry links from it, staged.py)."""
+        if self._dfd is None:
+            raise TransactionError("snapshot is closed", expected="an open snapshot",
+                                   actual="closed", fix="take a new snapshot")
+        return self._dfd
+
+    def pinned_fd(self, fname: str) -> int:
+        """The open descriptor of one file of this version (valid until close())."""
+        return self._fd(fname)
 
     def _fd(self, fname: str) -> int:
         if self._dfd is None:

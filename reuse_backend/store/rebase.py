@@ -1,8 +1,9 @@
 """A commit whose base changed: another run committed since this run began (runs stage side by
 side and take the writer lock only to commit; transaction.py).
 
-Called by ``Transaction.commit`` under the writer lock with the version that is current now. The
-rules, each enforced here:
+Called by ``Transaction.commit`` under the writer lock with the version that is current now; it
+works on the run's public staged version (``tx.staged``, staged.py) and carries through
+``tx.carry_from`` (fenced like every write). The rules, each enforced here:
 
 * the run commits its own complete version: its staging holds every file it staged or carried
   (carries are hard links made while staging, or copies from the pinned base, staging.py), so
@@ -42,13 +43,14 @@ def _carry_take(tx, current, rec: dict, latest: bool) -> dict:
     else:
         pairs = [(f, f) for f in [rec["result"], *rec["boundaries"].values()]]
     for dst, src in pairs:
-        if dst not in tx._files:
-            tx._carry(dst, src, source=current)
+        if dst not in tx.staged.files:
+            tx.carry_from(dst, src, current)
     return rec
 
 
 def merge_takes(tx, current) -> str:
-    body = tx._sections.get(take_index.SECTION)
+    staged = tx.staged
+    body = staged.sections.get(take_index.SECTION)
     mine = list(body["takes"])
     new, kept = mine[0], mine[1:]
     cur = (take_index.records(current.manifest) or []) if current is not None else []
@@ -62,14 +64,13 @@ def merge_takes(tx, current) -> str:
     old_number = new["take"]
     new = dict(new, take=number)
     sec = new.get("segments")
-    if isinstance(sec, dict) and set(sec) == {"in_section"} and isinstance(tx._sections.get(sec["in_section"]), dict):
-        tx._sections[sec["in_section"]] = dict(tx._sections[sec["in_section"]], take=number)
+    if isinstance(sec, dict) and set(sec) == {"in_section"} and isinstance(staged.sections.get(sec["in_section"]), dict):
+        staged.sections[sec["in_section"]] = dict(staged.sections[sec["in_section"]], take=number)
     # files of takes that are no longer listed leave the staging (never a file the new list names)
     named = {f for r in [new] + history for f in [r["result"], *r["boundaries"].values()]}
-    for fname in [f for f in tx._files if take_index.is_kept_take_file(f) and f not in named]:
-        tx._files.pop(fname, None)
-        tx._dir.drop(fname)
-    tx._sections[take_index.SECTION] = {"schema": take_index.SCHEMA, "takes": [new] + history}
+    for fname in [f for f in staged.files if take_index.is_kept_take_file(f) and f not in named]:
+        staged.drop(fname)
+    staged.sections[take_index.SECTION] = {"schema": take_index.SCHEMA, "takes": [new] + history}
     return (f"take list merged with the {len(cur)} take(s) committed meanwhile: this run's take is "
             f"{number} (planned as {old_number}), kept {[r['take'] for r in history]}")
 
@@ -82,10 +83,10 @@ def rebase(tx, current) -> str:
     run = ((current.manifest.get("run") or {}).get("run_id") if current is not None else None)
     parts = [f"base changed: this run began on version {was} and version {now} (run {run}) was "
              f"committed meanwhile; this run commits its own complete version"]
-    if take_index.SECTION in tx._sections:
+    if take_index.SECTION in tx.staged.sections:
         parts.append(merge_takes(tx, current))
     if current is not None:
-        replaced = [s for s, e in tx._slots.items()
+        replaced = [s for s, e in tx.staged.slots.items()
                     if (current.manifest["slots"].get(s) or {}).get("key", e["key"]) != e["key"]]
         if replaced:
             parts.append(f"slot(s) {sorted(replaced)} replaced by this run's (their key changed)")

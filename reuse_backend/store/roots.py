@@ -18,6 +18,14 @@ _FILE_RE = re.compile(FILE_PATTERN)
 SUFFIXES = (".tmp", ".old", ".lock")
 
 
+URL_SCHEMES = ("s3://",)
+
+
+def is_url(location) -> bool:
+    """A location served by the object store (``s3://bucket/prefix``), not a folder."""
+    return isinstance(location, str) and location.startswith(URL_SCHEMES)
+
+
 def resolve_root(explicit: str | None = None, default: str | None = None) -> Path:
     """explicit > env ``SEEDREUSE_CACHE_ROOT`` > default; created when missing."""
     raw = explicit or os.environ.get(ENV_ROOT) or default

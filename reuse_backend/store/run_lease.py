@@ -3,10 +3,12 @@
 Layout inside ``<root>/<name>.tmp/`` (see docs/ARCHITECTURE.md):
 
 * ``<staging id>/``: the staging directory of one run (staging.py);
-* ``<staging id>.lease``: that run's lease, a file in the writer lock's format (lock.py: owner
-  JSON, mtime heartbeat, created by link, fenced release), taken *before* the staging
+* ``<staging id>.lease``: that run's **run lease**, a lease file (lock.py: owner JSON, mtime
+  heartbeat, created by link, fenced release), taken *before* the staging
   directory is created and released only *after* it was published or removed;
-* ``<slot>-<key digest>.claim``: a single-flight claim (single_flight.py), same format;
+* ``<slot>-<key digest>.claim``: a single-flight **claim** (single_flight.py), a lease file too;
+* ``<slot>-<key digest>.entry/``: the encoding a claim's holder published for the runs waiting
+  on it (single_flight.py), removed with the claim;
 * lock temp files of those (``.new-``/``.broken.``/``.release.``) and ``.stale-<hex>``
   (a dead run's staging being deleted).
 
@@ -31,13 +33,15 @@ from pathlib import Path
 
 from ..errors import TransactionError
 from ..storage import fsops
-from .lock import WriterLock, break_stale, lock_status
+from .lock import RUN_LEASE, LeaseFile, break_stale, lock_status
 from .lock_file import BROKEN_TAG, NEW_TAG, RELEASE_TAG
 
 log = logging.getLogger("seedreuse")
 
 LEASE_SUFFIX = ".lease"
 CLAIM_SUFFIX = ".claim"
+ENTRY_SUFFIX = ".entry"   # <slot>-<digest>.entry/: what the claim's holder encoded (single_flight.py)
+ENTRY_PART = ".entry.part-"   # an entry being written (renamed to its name when complete)
 STALE_TAG = ".stale-"     # <name>.tmp/.stale-<hex>: staging of a dead run moved aside, being deleted
 _TEMP_TAGS = (NEW_TAG, BROKEN_TAG, RELEASE_TAG)
 
@@ -46,25 +50,25 @@ def lease_path(tmp: Path, staging_id: str) -> Path:
     return Path(tmp) / f"{staging_id}{LEASE_SUFFIX}"
 
 
-def acquire_file_lock(path: Path, run_id: str, *, lease_s: float, heartbeat_s: float, cache_name: str,
-                      dir_mode: int = 0o755) -> WriterLock:
-    """A lock-format file in ``.tmp`` (a run lease or a claim), creating ``.tmp`` when needed.
+def acquire_in_tmp(path: Path, run_id: str, *, role: str, lease_s: float, heartbeat_s: float, cache_name: str,
+                   dir_mode: int = 0o755) -> LeaseFile:
+    """A lease file in ``.tmp`` (a run lease or a claim, lock.py), creating ``.tmp`` when needed.
     ``.tmp`` is removed whenever it is empty (the last run to finish, recovery), so the create is
     retried (bounded) when it vanished in between. CacheBusyError when another live run holds it."""
     for _ in range(20):
         fsops.mkdir(path.parent, dir_mode, exist_ok=True)
         try:
-            return WriterLock(path, run_id, lease_s=lease_s, heartbeat_s=heartbeat_s,
-                              cache_name=cache_name).acquire()
+            return LeaseFile(path, run_id, lease_s=lease_s, heartbeat_s=heartbeat_s,
+                             cache_name=cache_name, role=role).acquire()
         except FileNotFoundError:          # the empty .tmp was removed meanwhile: create it again
             continue
     raise TransactionError(f"cannot create {path.name} in {path.parent}", expected="a stable staging folder",
                            actual="removed again and again", fix="rerun; check the cache root's filesystem")
 
 
-def acquire(cache, staging_id: str, run_id: str) -> WriterLock:
-    """The lease of one run (its staging id is fresh and random: nobody else holds this name)."""
-    return acquire_file_lock(lease_path(cache.paths.tmp, staging_id), run_id, lease_s=cache.lease_s,
+def acquire(cache, staging_id: str, run_id: str) -> LeaseFile:
+    """The run lease of one run (its staging id is fresh and random: nobody else holds this name)."""
+    return acquire_in_tmp(lease_path(cache.paths.tmp, staging_id), run_id, role=RUN_LEASE, lease_s=cache.lease_s,
                              heartbeat_s=cache.heartbeat_s, cache_name=cache.name, dir_mode=cache.dir_mode)
 
 
@@ -115,12 +119,16 @@ def _why_dead(tmp: Path, entry: str, lease_s: float) -> str | None:
         st = lock_status(path, lease_s)
         kind = "run lease" if entry.endswith(LEASE_SUFFIX) else "single-flight claim"
         return f"stale {kind}: {st['reason']}" if st["state"] == "stale" else None
-    if not os.path.isdir(path) or os.path.islink(path):
+    if not os.path.isdir(path) or os.path.islink(path) or ENTRY_PART in entry:
         try:
             age = time.time() - os.lstat(path).st_mtime
         except FileNotFoundError:
             return None
         return f"stray file ({age:.0f}s old)" if age > lease_s else None
+    if entry.endswith(ENTRY_SUFFIX):
+        # an encoding published for waiters lives as long as its claim (single_flight.py)
+        st = lock_status(tmp / (entry[:-len(ENTRY_SUFFIX)] + CLAIM_SUFFIX), lease_s)
+        return None if st["state"] == "live" else "single-flight entry of a claim that is gone"
     st = lock_status(lease_path(tmp, entry), lease_s)
     if st["state"] == "live":
         return None

@@ -291,7 +291,7 @@ def test_repair_keeps_a_live_runs_staging_and_removes_a_dead_ones(cache):
     """Runs stage without the writer lock, each under its lease (run_lease.py): check and repair
     never touch a live run's staging; a dead run's (lease gone) is reported and removed."""
     live, dead = cache.begin(), cache.begin()
-    dead.lock.release()                                   # as if its process had died
+    dead.lease.release()                                   # as if its process had died
     try:
         found = check(cache.root, "a")
         assert [(p.code, os.path.basename(p.path)) for p in found] == [("stale_tmp", dead.staging_id)]

@@ -4,7 +4,7 @@ owner's staging or publish anything (issue: a SIGSTOPped writer overwrote the ne
 A real writer process (tests/backend/writer_proc.py ``pause``) is stopped with SIGSTOP in the
 middle of one kind of staging write; once its lease (shortened with SEEDREUSE_LEASE_S) has
 expired, a second writer takes the cache over and stages its own files; then the first one
-continues. The first must fail with "lost the writer lock" (never a raw OSError, never a
+continues. The first must fail with "lost its run lease" (never a raw OSError, never a
 commit), and the second one's staging, commit and committed content must be untouched.
 """
 from __future__ import annotations
@@ -74,7 +74,7 @@ def test_writer_paused_past_its_lease_is_fenced(tmp_path, kind):
         out, err = proc.communicate(timeout=120)
         outcome = json.loads(out.strip().splitlines()[-1])
         assert outcome["result"] == "error", (outcome, err[-2000:])
-        assert outcome["type"] == "TransactionError" and "lost the writer lock" in outcome["message"], outcome
+        assert outcome["type"] == "TransactionError" and "lost its run lease" in outcome["message"], outcome
         assert "SEEDREUSE_LEASE_S" in outcome["fix"]
         # nothing of the new owner's staging was touched
         assert staged == {n: _sha(tx.staging / n) for n in staged}

@@ -15,7 +15,7 @@ from tests.backend.storehelp import REPO_ROOT, OpHook, cache_marker, entries, wr
 from reuse_backend.storage import fsops
 from reuse_backend.store import lock as lk
 from reuse_backend.errors import CacheBusyError, TransactionError
-from reuse_backend.store.lock import WriterLock
+from reuse_backend.store.lock import LeaseFile
 from reuse_backend.store import Cache
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -31,7 +31,7 @@ def _fake_lock(path, *, host=None, pid=1, pid_start=None, run_id="other", age=0.
 
 def test_owner_record_and_release(tmp_path):
     path = tmp_path / "c.lock"
-    with WriterLock(path, "r1") as lock:
+    with LeaseFile(path, "r1") as lock:
         owner = json.loads(path.read_text())
         assert set(owner) == {"host", "pid", "pid_start", "pid_ns", "run_id", "started_at",
                               "lease_s"}
@@ -40,7 +40,7 @@ def test_owner_record_and_release(tmp_path):
         assert owner["pid_start"] == lk.pid_start(os.getpid()) is not None
         assert lock.held()
         with pytest.raises(CacheBusyError, match="cache 'c' is being written by run r1 on host"):
-            WriterLock(path, "r2").acquire()
+            LeaseFile(path, "r2").acquire()
     assert os.listdir(tmp_path) == []
 
 
@@ -49,7 +49,7 @@ def test_dead_pid_on_this_host_is_broken(tmp_path):
     p.wait()
     path = tmp_path / "c.lock"
     _fake_lock(path, pid=p.pid, run_id="dead")
-    with WriterLock(path, "mine") as lock:
+    with LeaseFile(path, "mine") as lock:
         assert "is gone" in lock.broke[0]
         assert json.loads(path.read_text())["run_id"] == "mine"
     assert os.listdir(tmp_path) == []
@@ -61,7 +61,7 @@ def test_reused_pid_is_broken(tmp_path):
         path = tmp_path / "c.lock"
         time.sleep(0.05)
         _fake_lock(path, pid=p.pid, pid_start=(lk.pid_start(p.pid) or 0) + 1)
-        with WriterLock(path, "mine") as lock:
+        with LeaseFile(path, "mine") as lock:
             assert "reused" in lock.broke[0]
     finally:
         p.kill()
@@ -104,14 +104,14 @@ def test_dead_pid_in_another_pid_namespace_is_not_judged(tmp_path):
     owner["pid_ns"] = "pid:[1]"                           # same host name, other container
     path.write_text(json.dumps(owner))
     with pytest.raises(CacheBusyError, match="container"):
-        WriterLock(path, "mine").acquire()
+        LeaseFile(path, "mine").acquire()
 
 
 def test_fresh_lock_of_other_host_is_not_broken(tmp_path):
     path = tmp_path / "c.lock"
     _fake_lock(path, host="render-07.example", pid=1, run_id="remote", age=100)  # mtime 100s < 120s lease
     with pytest.raises(CacheBusyError, match="run remote on host render-07.example") as ei:
-        WriterLock(path, "mine").acquire()
+        LeaseFile(path, "mine").acquire()
     assert ei.value.details["owner"]["host"] == "render-07.example"
     assert json.loads(path.read_text())["run_id"] == "remote"
 
@@ -119,7 +119,7 @@ def test_fresh_lock_of_other_host_is_not_broken(tmp_path):
 def test_expired_lock_of_other_host_is_broken(tmp_path):
     path = tmp_path / "c.lock"
     _fake_lock(path, host="render-07.example", pid=1, run_id="remote", age=500)
-    with WriterLock(path, "mine") as lock:
+    with LeaseFile(path, "mine") as lock:
         assert "heartbeat" in lock.broke[0]
 
 
@@ -127,7 +127,7 @@ def test_unreadable_lock(tmp_path):
     path = tmp_path / "c.lock"
     path.write_bytes(b"")
     with pytest.raises(CacheBusyError, match="unknown run") as ei:
-        WriterLock(path, "mine").acquire()
+        LeaseFile(path, "mine").acquire()
     # issue 27: the message names the file and why it cannot be read; the fix says what to do
     assert f"unreadable lock file {path}: empty" in ei.value.message, ei.value.message
     assert str(path) in ei.value.fix and "120 s" in ei.value.fix and "SEEDREUSE_LEASE_S" in ei.value.fix
@@ -143,19 +143,19 @@ def test_unreadable_lock(tmp_path):
         tx.discard()
     path.write_text("{}")
     os.utime(path, (time.time() - 500, time.time() - 500))
-    with WriterLock(path, "mine"):
+    with LeaseFile(path, "mine"):
         pass
 
 
 def test_heartbeat_keeps_lock_fresh(tmp_path):
     path = tmp_path / "c.lock"
-    a = WriterLock(path, "A", lease_s=0.6, heartbeat_s=0.1).acquire()
+    a = LeaseFile(path, "A", lease_s=0.6, heartbeat_s=0.1).acquire()
     time.sleep(1.5)
     with pytest.raises(CacheBusyError):
-        WriterLock(path, "B", lease_s=0.6).acquire()
+        LeaseFile(path, "B", lease_s=0.6).acquire()
     a._stop_heartbeat()                                  # owner hangs: no more heartbeats
     time.sleep(0.6 + lk.MTIME_SLACK_S + 0.4)             # past lease + the mtime-resolution slack
-    b = WriterLock(path, "B", lease_s=0.6).acquire()     # lease expired: broken
+    b = LeaseFile(path, "B", lease_s=0.6).acquire()     # lease expired: broken
     assert not a.held() and b.held()
     a.release()                                          # not ours any more: left alone
     assert json.loads(path.read_text())["run_id"] == "B"
@@ -173,14 +173,14 @@ def test_breaker_restores_a_lock_that_turned_fresh(tmp_path):
             os.utime(path)
 
     with OpHook(1, owner_beats, persistent=True), pytest.raises(CacheBusyError, match="remote"):
-        WriterLock(path, "mine").acquire()
+        LeaseFile(path, "mine").acquire()
     assert os.stat(path).st_ino == ino and json.loads(path.read_text())["run_id"] == "remote"
     assert os.listdir(tmp_path) == ["c.lock"]
 
 
 def test_abandoned_lock_of_this_process_is_broken(tmp_path):
     path = tmp_path / "c.lock"
-    a = WriterLock(path, "A").acquire()
+    a = LeaseFile(path, "A").acquire()
 
     def fail(op, p):                         # the release's first step: moving the lock aside
         if op == "rename" and p == str(path):
@@ -189,7 +189,7 @@ def test_abandoned_lock_of_this_process_is_broken(tmp_path):
     with OpHook(1, fail, persistent=True), pytest.raises(OSError):
         a.release()                                   # the lock file stays behind
     assert path.exists()
-    with WriterLock(path, "B") as b:                     # same live pid, but A is not held
+    with LeaseFile(path, "B") as b:                     # same live pid, but A is not held
         assert "no longer holds run A" in b.broke[0]
 
 
@@ -198,11 +198,11 @@ def test_fencing_stolen_lock_commit_refuses(tmp_path):
     write_version(cache, 1)
     tx = cache.begin()
     tx.stage_boundary(0, torch.zeros(1))
-    lease = tx.lock.path                                  # the run's lease (run_lease.py)
+    lease = tx.lease.path                                  # the run's lease (run_lease.py)
     os.unlink(lease)                                      # lease expired, someone broke it ...
-    thief = WriterLock(lease, "thief").acquire()          # ... and took it
-    assert not tx.lock.held()
-    with pytest.raises(TransactionError, match="lost the writer lock"):
+    thief = LeaseFile(lease, "thief").acquire()          # ... and took it
+    assert not tx.lease.held()
+    with pytest.raises(TransactionError, match="lost its run lease"):
         tx.commit()
     assert tx.state == "fenced"
     tx.discard()                                          # must not touch the thief's staging
@@ -218,7 +218,7 @@ def test_fencing_replaced_staging(tmp_path):
     tx = cache.begin()
     os.rename(tmp_path / "c.tmp", tmp_path / "gone")
     os.mkdir(tmp_path / "c.tmp")
-    with pytest.raises(TransactionError, match="lost the writer lock"):
+    with pytest.raises(TransactionError, match="lost its"):
         tx.stage_boundary(0, torch.zeros(1))
     tx.discard()
     assert not (tmp_path / "c.lock").exists()
@@ -245,10 +245,10 @@ def test_filesystem_without_stable_inodes_is_refused_clearly(tmp_path, monkeypat
     monkeypatch.setattr(lockmod, "read_lock", unstable)
     path = tmp_path / "c.lock"
     with pytest.raises(UnsupportedFilesystemError, match="stable file identities"):
-        lockmod.WriterLock(path, "run-1", cache_name="c").acquire()
+        lockmod.LeaseFile(path, "run-1", cache_name="c").acquire()
     assert not path.exists()
     monkeypatch.setattr(lockmod, "read_lock", real)
-    lk = lockmod.WriterLock(path, "run-2", cache_name="c").acquire()   # nothing left behind
+    lk = lockmod.LeaseFile(path, "run-2", cache_name="c").acquire()   # nothing left behind
     assert lk.held()
     lk.release()
 
@@ -278,7 +278,7 @@ def test_heartbeat_retries_transient_errors_then_gives_the_lease_up(tmp_path):
             fails["n"] += 1
             raise OSError(errno.ESTALE, "injected stale handle", p)
 
-    a = WriterLock(path, "A", lease_s=1.2, heartbeat_s=0.1)
+    a = LeaseFile(path, "A", lease_s=1.2, heartbeat_s=0.1)
     fsops.set_hook(flaky)
     try:
         a.acquire()
@@ -307,7 +307,7 @@ def test_heartbeat_gives_up_at_once_on_a_non_transient_error(tmp_path):
         if op == "utime":
             raise PermissionError(errno.EACCES, "injected", p)
 
-    a = WriterLock(path, "A", lease_s=60, heartbeat_s=0.05)
+    a = LeaseFile(path, "A", lease_s=60, heartbeat_s=0.05)
     fsops.set_hook(denied)
     try:
         a.acquire()
@@ -318,3 +318,26 @@ def test_heartbeat_gives_up_at_once_on_a_non_transient_error(tmp_path):
     finally:
         fsops.clear_hook()
         a.release()
+
+
+def test_a_stale_lock_broken_by_another_run_is_reported(tmp_path):
+    """A commit that finds the writer lock stale while another run breaks it first (the rename of
+    the break finds nothing) still reports what happened in ``tx.recovered``: whose stale lock it
+    was, why it was stale, and that another run broke it."""
+    cache = Cache(tmp_path, "c")
+    tx = cache.begin()
+    tx.stage_slot("text", {"x": 1}, key={})
+    lock = tmp_path / "c.lock"
+    _fake_lock(lock, host="elsewhere", run_id="stale-run", age=600.0, lease_s=1.0)
+
+    def another_breaker(op, path):       # the other run's break lands just before ours
+        if op == "rename" and path == str(lock) and lock.exists():
+            os.unlink(lock)
+    fsops.set_hook(another_breaker)
+    try:
+        tx.commit()
+    finally:
+        fsops.clear_hook()
+    said = [r for r in tx.recovered if "stale-run" in r]
+    assert said and "broken by another run" in said[0] and "heartbeat" in said[0], tx.recovered
+    assert cache.snapshot().slot_entry("text") is not None

@@ -167,7 +167,7 @@ def _take(cache: Cache, number: int, keep: int, hook=None) -> None:
         _stage_take(tx, number, keep)
     except _Crash:      # the process "dies": its staging (and .old) stay, its lock goes
         fsops.clear_hook()
-        tx.lock.release()
+        tx.lease.release()
         raise
     finally:
         fsops.clear_hook()
@@ -187,7 +187,7 @@ def _stage_take(tx, number: int, keep: int) -> None:
     tx.set_section("segments", body)
     segment_takes.publish_index(tx, segment_takes.Take(number, take_index.RESULT,
                                                        segment_takes.new_take_boundaries(3, True), body), kept)
-    assert mf.boundary_file(1) in tx._files
+    assert mf.boundary_file(1) in tx.staged.files
     tx.commit()
 
 

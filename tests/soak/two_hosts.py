@@ -416,7 +416,7 @@ out = {{"host": os.uname().nodename}}
 try:
     if action == "commit":
         tx = c.begin(RunInfo())
-        out["lock_held_after_begin"] = tx.lock.held()
+        out["lock_held_after_begin"] = tx.lease.held()
         tx.stage_slot("x", torch.arange(int(sys.argv[4]), dtype=torch.float32), key={{"n": int(sys.argv[4])}})
         out["version"] = tx.commit()
     elif action == "read":

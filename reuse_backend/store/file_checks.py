@@ -1,0 +1,58 @@
+"""What a version's files must satisfy before a byte of them is used: the typed error for a
+damaged cache, content hashes, and the load bounds (sparse files, available memory).
+
+Shared by both stores' readers and by check()."""
+from __future__ import annotations
+
+import hashlib
+import os
+
+from ..errors import CorruptCacheError
+
+SPARSE_MIN_BYTES = 16 << 20     # smaller files are never judged sparse (metadata-sized rounding)
+
+
+def corrupt(name: str, what: str, *, expected=None, actual=None) -> CorruptCacheError:
+    return CorruptCacheError(f"cache '{name}': {what}", expected=expected, actual=actual,
+                             fix=f"clear it (python -m reuse_backend clear {name} --yes) and rerun; "
+                                 "nothing from it was used",
+                             details={"cache": name})
+
+
+def sha256_fd(fd: int, chunk: int = 1 << 20) -> str:
+    h, off = hashlib.sha256(), 0
+    while True:
+        b = os.pread(fd, chunk, off)
+        if not b:
+            return h.hexdigest()
+        h.update(b)
+        off += len(b)
+
+
+def available_memory() -> int | None:
+    """MemAvailable of this machine in bytes (None when unknown)."""
+    try:
+        with open("/proc/meminfo", "rb") as f:
+            for line in f:
+                if line.startswith(b"MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        return None
+    return None
+
+
+def check_loadable(name: str, fname: str, st: os.stat_result) -> None:
+    """Refuse a load that would allocate memory the file cannot justify (sparse) or that this
+    machine does not have, before a byte of it is read."""
+    size = st.st_size
+    allocated = getattr(st, "st_blocks", None)
+    if allocated is not None and size > SPARSE_MIN_BYTES and allocated * 512 < size // 2 \
+            and os.environ.get("SEEDREUSE_ALLOW_SPARSE") != "1":
+        raise corrupt(name, f"{fname} is a sparse file: it claims {size} bytes but only "
+                            f"{allocated * 512} are allocated on disk",
+                      expected="a file written by SeedReuse (fully allocated)",
+                      actual=f"{allocated * 512} of {size} bytes allocated")
+    avail = available_memory()
+    if avail is not None and size > avail:
+        raise corrupt(name, f"{fname} needs {size} bytes of memory; {avail} are available",
+                      expected=f"<= {avail} bytes (MemAvailable)", actual=f"{size} bytes")

@@ -1,0 +1,20 @@
+"""Which store serves a cache location: the folder store, or the object store for a URL.
+
+A location is what the pack passes around as a cache "root": a folder path (the folder store,
+``store/``) or ``s3://bucket/prefix`` (the object store, ``bucket/``), optionally followed by
+namespace folders (``/.users/<user>``, ``/.auto``; store/namespaces.py). Both stores give the same
+interface (docs/ARCHITECTURE.md, "The store interface"): nodes/, media/ and the CLI call the
+functions here and never know which store serves them.
+"""
+from __future__ import annotations
+
+from .store import Cache
+from .store.roots import is_url
+
+
+def open_cache(location, name: str, **kw):
+    """The cache handle of ``name`` at ``location`` (name validated, settings read once)."""
+    if is_url(location):
+        from .bucket.cache import BucketCache     # boto3 is imported only for a bucket
+        return BucketCache(location, name, **kw)
+    return Cache(location, name, **kw)
