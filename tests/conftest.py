@@ -46,6 +46,7 @@ TIERS = {
     "browser": "the web extension in a real Chromium against a real worker",
     "soak": "many requests with injected failures, interrupts and kills",
     "sharedfs": "real shared filesystems (GlusterFS, ...) across simulated hosts in network namespaces",
+    "objectstore": "the cache on a real object store (Ceph RGW): the bucket store, real workers, two hosts",
 }
 SMOKE_FILES = {"test_pack_loads.py", "test_host_smoke.py"}   # the host part of the fast lane
 SMOKE_EXCLUDED = {"test_two_workers_are_deterministic_and_survive_kill"}   # minutes, not seconds
@@ -57,6 +58,8 @@ def _tier(item) -> str:
         return parts[0]
     if parts[0] == "shared_fs":
         return "sharedfs"
+    if parts[0] == "object_store":
+        return "objectstore"
     return "host" if item.get_closest_marker("comfy") else "backend"
 
 

@@ -95,6 +95,17 @@ class Cache:
         return readers.open_leased(self, lambda: VersionReader(self).open(retries, delay))
 
     # ------------------------------------------------------------------ writing
+    def staging_parent(self) -> Path:
+        """Where runs stage: ``<name>.tmp/``, beside the committed version (the commit is a rename)."""
+        return self.paths.tmp
+
+    def retry_when_full(self, fn, **kw):
+        """``fn()``; on ENOSPC evict what the budget allows and retry once (evict.py)."""
+        return evict.retry_when_full(self, fn, **kw)
+
+    def storage_full(self, exc: OSError, during: str):
+        return evict.storage_full(self, exc, during)
+
     def writer_lock(self, run_id: str) -> LeaseFile:
         """The writer lock of this cache (not yet acquired): held for a commit's critical
         section, a recovery, an eviction (lock.py's lease file in the role "writer lock")."""
@@ -121,10 +132,10 @@ class Cache:
         try:
             # the lease exists before the staging directory (run_lease.py's invariant); a full
             # disk: evict what the budget allows and retry once (evict.py)
-            tx.lease = evict.retry_when_full(self, lambda: run_lease.acquire(self, tx.staging_id, run.run_id),
-                                             during="take the run lease")
+            tx.lease = self.retry_when_full(lambda: run_lease.acquire(self, tx.staging_id, run.run_id),
+                                            during="take the run lease")
             try:
-                evict.retry_when_full(self, tx.create_staging, reset=tx.remove_staging)
+                self.retry_when_full(tx.create_staging, reset=tx.remove_staging)
             except OSError as e:
                 err = tx.explain(e, "create its staging directory")
                 if err is e:

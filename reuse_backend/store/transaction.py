@@ -27,7 +27,7 @@ from __future__ import annotations
 import contextlib
 import logging
 
-from ..errors import NoCommittedCacheError, StorageFullError, TransactionError
+from ..errors import NoCommittedCacheError, TransactionError
 from ..storage import fsops
 from . import commit as committing, evict, manifest as mf
 from . import roots
@@ -37,21 +37,21 @@ from .run_info import RunInfo, jsonable
 from .staged import StagedVersion
 from .staging import StagingDir
 
-__all__ = ["Transaction", "RunInfo", "storage_full"]
+__all__ = ["Transaction", "RunInfo"]
 
 log = logging.getLogger("seedreuse")
 
 _is_full = evict.is_full      # ENOSPC / EDQUOT
 
 
-def storage_full(cache, exc: OSError, during: str) -> StorageFullError:
-    """ENOSPC/EDQUOT as a typed error naming the root, its size, free space, budget and the fix
-    (evict.py); the committed version is untouched (nothing of a failed run is published)."""
-    return evict.storage_full(cache, exc, during)
-
-
 class Transaction:
-    """Staging of one run. Single use: commit() publishes it, discard() drops it."""
+    """Staging of one run. Single use: commit() publishes it, discard() drops it.
+
+    The store's cache handle gives what differs between stores: ``staging_parent()`` (where the
+    run stages), ``retry_when_full`` / ``storage_full`` (a full disk), and the publish itself
+    (``commit``: this folder store's is commit.py; the object store's subclass has its own)."""
+
+    STAGED = StagedVersion      # the object store's carries are references (bucket/transaction.py)
 
     def __init__(self, cache, run: RunInfo, base: Snapshot | None, base_error, recovered: list[str]):
         self.cache, self.run = cache, run
@@ -65,8 +65,8 @@ class Transaction:
         self.state = "open"          # open | failed | committed | discarded | fenced
         self.version: str | None = None
         self.warnings: list[str] = []
-        self._dir = StagingDir(cache.paths.tmp, dir_mode=cache.dir_mode, file_mode=cache.file_mode)
-        self.staged = StagedVersion(self._dir, cache.name)
+        self._dir = StagingDir(cache.staging_parent(), dir_mode=cache.dir_mode, file_mode=cache.file_mode)
+        self.staged = self.STAGED(self._dir, cache.name)
         self.staging_id, self.staging = self._dir.id, self._dir.path
 
     def _misuse(self, what: str) -> TransactionError:
@@ -129,7 +129,7 @@ class Transaction:
         if self.state in ("open", "fenced") and not self.owned():
             return self.fenced_error(during)
         if _is_full(exc):
-            return storage_full(self.cache, exc, during)
+            return self.cache.storage_full(exc, during)
         return exc
 
     @contextlib.contextmanager
@@ -154,7 +154,7 @@ class Transaction:
     def _write_value(self, fname: str, value) -> dict:
         # ENOSPC: evict what the budget allows, retry once (evict.py)
         with self.explaining(f"write {fname}"):
-            return evict.retry_when_full(self.cache, lambda: self.staged.write_value(fname, value))
+            return self.cache.retry_when_full(lambda: self.staged.write_value(fname, value))
 
     def carry_from(self, fname: str, src: str | None, source: Snapshot | None) -> None:
         """Make ``src`` of ``source`` (default: the base version) the file ``fname`` of this
@@ -297,7 +297,7 @@ class Transaction:
         if not fenced:        # a fenced run leaves cleanup to the new owner's recovery
             try:
                 self._dir.remove()
-                fsops.fsync_dir(self.cache.root)
+                fsops.fsync_dir(self._dir.parent.parent)
             except OSError as e:
                 ok = False
                 self.warnings.append(f"discard: {e}")

@@ -1,0 +1,115 @@
+"""The caches of one namespace on a bucket, their sizes and last uses, and the size budget.
+
+``SEEDREUSE_MAX_BYTES`` applies to each namespace on its own, as on a folder (automatic caches
+always have one, store/usage.py). After every commit the namespace's caches are surveyed (one
+LIST of the namespace, the newest record and the ``used/`` markers of each cache) and the least
+recently used are cleared until the namespace is within budget: a ``cleared`` record, then a
+collection. Last use = the newest record's time or a host's last hit (``used/<host id>``, written
+at most once a minute per host).
+
+Invariant (never under a user): a cache with a live run or reader lease is skipped, and so is the
+cache that just committed; clearing is a record like any other, so a run that commits over it
+rebases onto "nothing" and publishes its own complete version.
+
+What this does not guarantee: the budget is a target (what is in flight or in use can keep a
+namespace over it); sizes count each data object a newest record names once per cache, and
+objects waiting for collection are not counted.
+"""
+from __future__ import annotations
+
+import logging
+import uuid
+from dataclasses import dataclass
+
+from ..errors import CorruptCacheError, ReuseError
+from ..store import roots, usage
+from . import collect, leases, log as commit_log
+
+log = logging.getLogger("seedreuse")
+
+
+@dataclass
+class CacheInfo:
+    name: str
+    seq: int | None
+    committed: bool
+    bytes: int
+    last_use: float | None
+    error: str | None = None
+    action: str = "kept"
+    why: str = ""
+
+
+def list_caches(client, loc) -> list[str]:
+    """Names of the caches of the namespace at ``loc`` (anything with a log, staging or lease)."""
+    _, prefixes = client.list(loc.prefix, delimiter="/")
+    names = [p[len(loc.prefix):].rstrip("/") for p in prefixes]
+    return sorted(n for n in names if roots.is_valid_cache_name(n))
+
+
+def info(cache) -> CacheInfo:
+    try:
+        seq, rec = commit_log.latest(cache.client, cache.keys)
+    except CorruptCacheError as e:
+        return CacheInfo(cache.name, None, False, 0, None, error=e.message)
+    if rec is None or rec["kind"] == "cleared":
+        return CacheInfo(cache.name, seq, False, 0, rec["created_at"] if rec else None)
+    files = rec["manifest"]["files"]
+    size = sum(files[f]["bytes"] for f in {r: f for f, r in rec["objects"].items()}.values())
+    used, _ = cache.client.list(cache.keys.used_prefix)
+    last = max([rec["created_at"]] + [o.modified for o in used])
+    return CacheInfo(cache.name, seq, True, size, last)
+
+
+def survey(open_cache, client, loc) -> list[CacheInfo]:
+    return [info(open_cache(n)) for n in list_caches(client, loc)]
+
+
+def in_use(cache) -> str | None:
+    runs, _ = leases.live(cache.client, cache.keys.lease_prefix, cache.lease_s)
+    if runs:
+        return f"being written by run {runs[0].get('run_id')}"
+    readers, _ = leases.live(cache.client, cache.keys.reader_prefix, cache.lease_s)
+    return f"read by {len(readers)} reader(s)" if readers else None
+
+
+def enforce(open_cache, client, loc, budget: int | None, *, exclude=(), dry_run: bool = False) -> list[CacheInfo]:
+    """Clear least recently used caches until the namespace is within ``budget``."""
+    caches = survey(open_cache, client, loc)
+    total = sum(c.bytes for c in caches)
+    if budget is None:
+        return caches
+    for c in sorted((c for c in caches if c.committed), key=lambda c: c.last_use or 0.0):
+        if total <= budget:
+            break
+        if c.name in exclude:
+            c.action, c.why = "skipped", "just committed"
+            continue
+        cache = open_cache(c.name)
+        busy = in_use(cache)
+        if busy:
+            c.action, c.why = "skipped", busy
+            continue
+        c.action, c.why = ("would evict" if dry_run else "evicted"), f"least recently used; {total} > {budget} bytes"
+        if not dry_run:
+            collect.publish_state(cache, "cleared", f"evict-{uuid.uuid4().hex}")
+            cache.tier.forget(cache.keys)
+            collect.collect(cache)
+        total -= c.bytes
+    return caches
+
+
+def after_commit(cache, open_cache) -> None:
+    """The budget of the namespace ``cache`` just committed to (``open_cache(name)``: a handle
+    on another cache of the namespace)."""
+    try:
+        budget = usage.budget_for(cache.root)
+    except ReuseError as e:
+        log.warning("seedreuse: %s", e.message)
+        return
+    if budget is None:
+        return
+    done = enforce(open_cache, cache.client, cache.loc, budget, exclude={cache.name})
+    evicted = [c.name for c in done if c.action == "evicted"]
+    if evicted:
+        log.info("seedreuse: namespace %s over its budget of %d bytes: evicted %s", cache.root, budget, evicted)

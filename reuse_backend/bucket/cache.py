@@ -1,0 +1,217 @@
+"""One named cache on a bucket: the object store's side of the store interface.
+
+``BucketCache`` answers what the folder store's ``Cache`` answers (snapshot, begin, claim, clear,
+recover_leftovers, and the hooks a Transaction uses), so nodes/, media/ and the CLI never know
+which store serves them (reuse_backend/stores.py picks it from the location). Its keys are in
+location.py, its commit log in log.py/records.py, its runs in transaction.py/commit.py, its
+leases in leases.py, what is collected and when in collect.py, the local tier in local_tier.py.
+"""
+from __future__ import annotations
+
+import errno
+import logging
+import os
+import threading
+import time
+import uuid
+
+from ..errors import CacheBusyError, CorruptCacheError, ReuseError, StorageFullError
+from ..storage import fsops
+from ..store import env_settings, roots
+from ..store.cache import DEFAULT_BUDGET, DEFAULT_LEASE_S, ENV_LEASE
+from ..store.owner import hostname
+from ..store.run_info import RunInfo
+from . import budget, client as clients, collect, leases, location, log as commit_log, probe, single_flight
+from .local_tier import LocalTier
+from .snapshot import BucketSnapshot
+from .transaction import BucketTransaction
+
+log = logging.getLogger("seedreuse")
+
+USE_EVERY_S = 60.0          # a host records a hit on a cache at most this often (the budget's LRU)
+_USED: dict[str, float] = {}
+_USED_GUARD = threading.Lock()
+
+
+class BucketCache:
+    def __init__(self, url: str, name: str, *, local_root=None, max_total_bytes: int = DEFAULT_BUDGET,
+                 lease_s: float | None = None, heartbeat_s: float | None = None):
+        self.name = roots.validate_cache_name(name)
+        self.loc = location.parse(url)
+        self.root = self.loc.url
+        self.keys = self.loc.cache(self.name)
+        self.client = clients.for_bucket(self.loc.bucket)
+        probe.ensure(self.client, self.loc)          # at first use: the endpoint keeps the promises
+        self.tier = LocalTier(roots.resolve_root(local_root), self.loc.store_id())
+        self.max_total_bytes = int(max_total_bytes)
+        self.lease_s = float(lease_s) if lease_s is not None else env_settings.seconds(ENV_LEASE, DEFAULT_LEASE_S)
+        self.heartbeat_s = float(heartbeat_s) if heartbeat_s is not None else min(10.0, self.lease_s / 4)
+        self.dir_mode, self.file_mode = 0o755, 0o644
+        self.gone: str | None = None
+
+    def __repr__(self) -> str:
+        return f"BucketCache({self.root!r}, {self.name!r})"
+
+    # ------------------------------------------------------------------ reading
+    def _lease(self, key: str, role: str, since: int | None, run_id: str | None = None):
+        owner = leases.body(run_id or uuid.uuid4().hex, role, self.lease_s, since)
+        return leases.RemoteLease(self.client, key, owner, lease_s=self.lease_s, heartbeat_s=self.heartbeat_s)
+
+    def reader_lease(self, since: int):
+        """A reader lease (before any download of version ``since`` or later: snapshot.py)."""
+        rid = uuid.uuid4().hex
+        return self._lease(self.keys.reader(rid), "reader lease", since, rid).create(exclusive=False)
+
+    def current(self, *, lease: bool = True):
+        """(seq, record, reader lease or None) of the newest record; (None, None, None) when the
+        cache was never committed. One LIST when this host holds the newest version entirely;
+        otherwise (``lease``) a reader lease is taken and the record confirmed newest after it
+        exists (snapshot.py's invariant), retried when a commit lands in between."""
+        seq, rec = self.tier.record(self.keys)
+        for _ in range(8):
+            newest, newer = commit_log.latest(self.client, self.keys, after=seq)
+            if newer is not None:
+                seq, rec = newest, newer
+                self.tier.remember(self.keys, seq, rec)
+            elif newest is None:
+                return None, None, None
+            if rec["kind"] == "cleared" or not lease or self.tier.holds(rec["manifest"]):
+                return seq, rec, None
+            reader = self.reader_lease(seq)
+            try:
+                again, changed = commit_log.latest(self.client, self.keys, after=seq)
+            except BaseException:
+                reader.release()
+                raise
+            if changed is None and again == seq:
+                return seq, rec, reader
+            reader.release()          # superseded between the two looks: look again
+        raise CacheBusyError(f"cache '{self.name}' changed at every look", expected="a stable newest version",
+                             actual="8 new commits while opening it", fix="rerun")
+
+    def snapshot(self, retries: int = 20, delay: float = 0.05, *, lease: bool = True):
+        """The committed version as a Snapshot (None: never committed, or cleared)."""
+        self.gone = None
+        seq, rec, reader = self.current(lease=lease)
+        if rec is None or rec["kind"] == "cleared":
+            if reader is not None:
+                reader.release()
+            if rec is not None:
+                self.gone = f"it was cleared (commit record {seq})"
+            return None
+        return BucketSnapshot(self, seq, rec, reader)
+
+    def record_use(self) -> None:
+        """A hit: the cache's last use for the size budget (one small PUT per host and minute)."""
+        k = self.keys.used(_host_id())
+        with _USED_GUARD:
+            if time.monotonic() - _USED.get(k, -1e9) < USE_EVERY_S:
+                return
+            _USED[k] = time.monotonic()
+        try:
+            self.client.put(k, b"")
+        except ReuseError as e:
+            log.debug("seedreuse: could not record the use of cache '%s': %s", self.name, e)
+
+    # ------------------------------------------------------------------ writing
+    def staging_parent(self):
+        parent = self.tier.staging_parent(self.keys)
+        fsops.mkdir(parent.parent, parents=True, exist_ok=True)
+        return parent
+
+    def retry_when_full(self, fn, **kw):
+        """``fn()``; on ENOSPC of the local tier, trim it and retry once."""
+        try:
+            return fn()
+        except OSError as e:
+            if e.errno not in (errno.ENOSPC, errno.EDQUOT):
+                raise
+            if not self.tier.trim():
+                if kw.get("during"):
+                    raise self.storage_full(e, kw["during"]) from e
+                raise
+        return fn()
+
+    def storage_full(self, exc: OSError, during: str):
+        return StorageFullError(
+            f"the local tier of {self.root} ({self.tier.root}) is full: cannot {during} for cache "
+            f"'{self.name}' ({exc.strerror}); the bucket's last good version is untouched",
+            expected="free space on SEEDREUSE_CACHE_ROOT", actual=str(exc),
+            fix="free space on this host's SEEDREUSE_CACHE_ROOT, lower SEEDREUSE_LOCAL_TIER_BYTES, or point "
+                "SEEDREUSE_CACHE_ROOT at a larger local disk, then rerun",
+            details={"root": str(self.tier.root), "cache": self.name, "errno": exc.errno})
+
+    def begin(self, run: RunInfo | None = None) -> BucketTransaction:
+        """Begin a run: its lease first (it keeps every version from its base on), then the
+        base (the newest record), then local staging."""
+        run = run or RunInfo()
+        recovered = self.tier.sweep_staging(self.keys)
+        hint, _ = self.tier.record(self.keys)
+        lease = self._lease(self.keys.lease(run.run_id), "run lease", hint or 0, run.run_id)
+        lease.create(exclusive=False)
+        tx = None
+        try:
+            base, base_error, base_seq = None, None, 0
+            try:
+                base_seq, rec, _ = self.current(lease=False)
+                base_seq = base_seq or 0
+                if rec is not None and rec["kind"] != "cleared":
+                    base = BucketSnapshot(self, base_seq, rec)
+            except CorruptCacheError as e:     # a broken newest record cannot be a base; it gets replaced
+                log.warning("%s", e)
+                base_error = e
+                base_seq = max(commit_log.numbers(self.client, self.keys) or [0])
+            tx = BucketTransaction(self, run, base, base_error, recovered, base_seq)
+            tx.lease = lease
+            self.retry_when_full(tx.create_staging, during="create its staging directory")
+            return tx
+        except BaseException:
+            if tx is not None:
+                tx.state = "failed"
+                tx.discard()
+            else:
+                lease.release()
+            raise
+
+    def claim(self, slot: str, digest: str, run_id: str, *, wait: float | None = None, on_wait=None):
+        return single_flight.claim(self, slot, digest, run_id, wait=wait, on_wait=on_wait)
+
+    def after_commit(self, seq: int) -> None:
+        """What a commit triggers: the collection of this cache and the namespace's budget;
+        never raises (the commit stands)."""
+        try:
+            collect.after_commit(self)
+            budget.after_commit(self, self.sibling)
+        except Exception as e:  # noqa: BLE001 - Invariant: cleanup never fails a commit
+            log.warning("seedreuse: collection after the commit of cache '%s' failed: %s", self.name, e)
+
+    def sibling(self, name: str) -> "BucketCache":
+        """Another cache of the same namespace, with this one's settings."""
+        return BucketCache(self.root, name, lease_s=self.lease_s, heartbeat_s=self.heartbeat_s)
+
+    def recover_leftovers(self, run_id: str | None = None, *, strays: bool = False) -> list[str]:
+        """The local staging of this host's dead runs; what dead runs left in the bucket is
+        collected after commits, by gc and by check --repair (collect.py)."""
+        return self.tier.sweep_staging(self.keys)
+
+    def recover(self, run_id: str | None = None) -> list[str]:
+        return self.recover_leftovers(run_id) + collect.collect(self).done
+
+    def clear(self, run_id: str | None = None) -> list[str]:
+        """Publish a cleared record (then collect), refused while a live run or reader uses it."""
+        runs, _ = leases.live(self.client, self.keys.lease_prefix, self.lease_s)
+        readers, _ = leases.live(self.client, self.keys.reader_prefix, self.lease_s)
+        if runs or readers:
+            who = (runs or readers)[0]
+            raise CacheBusyError(
+                f"cache '{self.name}' was not cleared: it is {'being written' if runs else 'read'} by run "
+                f"{who.get('run_id')} on host {who.get('host')}", expected="no live writer and no open reader",
+                actual=who, fix="wait for that run or reader to finish, then clear again",
+                details={"cache": self.name})
+        done = collect.publish_state(self, "cleared", run_id or f"clear-{uuid.uuid4().hex}")
+        self.tier.forget(self.keys)
+        return done + collect.collect(self).done
+
+
+def _host_id() -> str:
+    return "".join(c if c.isalnum() or c in "-_" else "_" for c in f"{hostname()}-{os.getuid()}")[:64]
