@@ -27,17 +27,14 @@ from __future__ import annotations
 import asyncio
 import functools
 import json
-import os
 
 from aiohttp import web
 
 from ..reuse_backend.errors import (CacheBusyError, InvalidRequestError, NoCommittedCacheError, ReuseError,
                                    UnknownUserError)
 from ..reuse_backend.media import segment_takes
-from ..reuse_backend.store import Cache, list_caches, roots, take_index, usage
-from ..reuse_backend.store.cache import default_lease_s
-from ..reuse_backend.store.check import check as check_cache
-from ..reuse_backend.store.evict import evict_cache_when_readers_leave, in_use
+from ..reuse_backend import stores
+from ..reuse_backend.store import roots, take_index
 from . import host, users
 
 log = host.log
@@ -110,33 +107,10 @@ def describe_manifest(m: dict) -> dict:
             "manifest_bytes": sum(e["bytes"] for e in files.values())}
 
 
-def _state(root, name: str, lease_s: float) -> dict:
-    """Who uses the cache right now (a live writer, live readers), read-only."""
-    try:
-        why = in_use(root, name, lease_s)
-    except OSError as e:
-        why = f"unknown ({e.strerror})"
-    return {"in_use": why}
-
-
-def describe_cache(root, name: str, lease_s: float) -> dict:
+def describe_cache(store, name: str) -> dict:
     """One row of the browser: never raises for a broken cache (its error is in the row)."""
-    cache = Cache(root, name, lease_s=lease_s)
-    current = cache.paths.current
-    row = {"name": name, "committed": False, "bytes": 0, "last_used": None, **_state(root, name, lease_s)}
-    if os.path.islink(current):
-        return row | {"error": {"type": "CorruptCacheError", "message": f"cache '{name}' is a symlink (refused)",
-                                "fix": f"python -m reuse_backend clear {name} --yes"}}
-    if not os.path.isdir(current):              # staging or a lock only: a first run in progress
-        return row
-    row.update(bytes=usage.tree_size(current), last_used=usage.last_used(current))
-    try:
-        snap = cache.snapshot(lease=False)     # manifest + every file present with its size; no lease file
-    except ReuseError as e:
-        return row | {"committed": True, "error": e.to_dict()}
-    except OSError as e:
-        return row | {"committed": True, "error": {"type": "OSError", "message": str(e)}}
-    if snap is None:                            # evicted or replaced meanwhile
+    row, snap = store.describe(name)
+    if snap is None:                            # none yet, evicted or replaced meanwhile, or broken
         return row
     try:
         return row | {"committed": True, **describe_manifest(snap.manifest)}
@@ -145,53 +119,26 @@ def describe_cache(root, name: str, lease_s: float) -> dict:
 
 
 def budget_status(root) -> dict:
-    s = usage.root_summary(root)
-    out = {"root": str(root), "bytes": s["bytes"], "free": s["free"], "capacity": s["capacity"],
-           "budget": None, "over_budget": False, "env": usage.ENV_MAX_BYTES}
-    try:
-        out["budget"] = usage.budget_from_env()
-    except ReuseError as e:
-        out["budget_error"] = e.to_dict()
-    out["over_budget"] = out["budget"] is not None and s["bytes"] > out["budget"]
-    return out
+    return stores.at(root).summary()
 
 
 def browse(root) -> dict:
-    lease_s = default_lease_s()
-    return {"caches": [describe_cache(root, n, lease_s) for n in list_caches(root)], "budget": budget_status(root)}
-
-
-def _relative(root, path: str) -> str:
-    try:
-        rel = os.path.relpath(path, root)
-    except ValueError:
-        return os.path.basename(path)
-    return rel if not rel.startswith("..") else os.path.basename(path)
+    store = stores.at(root)
+    return {"caches": [describe_cache(store, n) for n in store.names()], "budget": store.summary()}
 
 
 def run_check(root, name: str) -> dict:
-    if name not in list_caches(root):
+    store = stores.at(root)
+    if name not in store.names():
         raise _no_cache(name)
-    problems = check_cache(root, name, lease_s=default_lease_s())
+    problems = store.check(name)
     return {"name": name, "ok": not problems,
-            "problems": [p.to_dict() | {"path": _relative(root, p.path)} for p in problems]}
+            "problems": [p.to_dict() | {"path": store.relative(p.path)} for p in problems]}
 
 
 def run_delete(root, name: str) -> dict:
-    current = roots.cache_paths(root, name).current
-    if os.path.islink(current) or not os.path.isdir(current):
-        raise _no_cache(name)
-    freed = usage.tree_size(current)
-    ok, why = evict_cache_when_readers_leave(root, name, lease_s=default_lease_s())
-    if not ok:
-        if why == "no committed version":
-            raise _no_cache(name)
-        raise CacheBusyError(f"cache '{name}' was not deleted: it is {why}" if why.startswith(("being", "read"))
-                             else f"cache '{name}' was not deleted: {why}",
-                             expected="no live writer and no open reader", actual=why,
-                             fix="wait for that run or reader to finish, then delete again",
-                             details={"cache": name})
-    log.info("seedreuse: cache '%s' deleted from the cache browser (%s)", name, why)
+    freed = stores.at(root).delete(name)
+    log.info("seedreuse: cache '%s' deleted from the cache browser", name)
     return {"deleted": name, "freed_bytes": freed}
 
 
@@ -230,7 +177,7 @@ def _take_param(request) -> int | None:
 
 def _open_result(root, name: str, take: int | None):
     """(snapshot with a reader lease, file name, bytes); NoCommittedCacheError when there is none."""
-    snap = Cache(root, name).snapshot()         # leased: an eviction waits for the stream to end
+    snap = stores.open_cache(root, name).snapshot()   # leased: an eviction waits for the stream to end
     if snap is None:
         raise _no_cache(name)
     fname = result_file(snap.manifest, take)

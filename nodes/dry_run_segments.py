@@ -15,7 +15,8 @@ from ..reuse_backend.media.segment_plan import RESULT_FILE, SECTION, make_spec, 
 from ..reuse_backend.media.segment_report import assumed_request, takes_report
 from ..reuse_backend.media.segment_trim import plan_trim
 from ..reuse_backend.media.segment_takes import choose, read_takes
-from ..reuse_backend.store import Cache, roots
+from ..reuse_backend import stores
+from ..reuse_backend.store import roots
 from .audio_duration import audio_total_frames
 from .graph_view import (find_end_node, segment_audio_source_key, segment_key, segment_prompts, segment_static_key,
                          session_of)
@@ -45,7 +46,7 @@ def cached_snapshot(snaps: Snapshots, name):
     # lease=False: a dry run only looks (no reader lease written, no use recorded); an eviction
     # under it can only make its answer stale, never wrong data served to a run
     if name not in snaps:
-        snaps[name] = Cache(snaps.root, roots.validate_cache_name(name)).snapshot(lease=False)
+        snaps[name] = stores.open_cache(snaps.root, roots.validate_cache_name(name)).snapshot(lease=False)
     return snaps[name]
 
 

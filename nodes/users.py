@@ -21,7 +21,6 @@ What this does not guarantee: the header is ComfyUI's identification, not authen
 from __future__ import annotations
 
 import contextvars
-from pathlib import Path
 
 from aiohttp import web
 
@@ -38,7 +37,7 @@ UNKNOWN_USER_STATUS = 403
 
 def root_for(user: str | None) -> str:
     """The folder of ``user``'s caches under the configured cache root."""
-    return str(namespaces.user_root(Path(host.cache_root()), user))
+    return str(namespaces.user_root(host.cache_root(), user))
 
 
 def user_of(request) -> str | None:

@@ -1,7 +1,8 @@
 """Command line of the cache tool::
 
     python -m reuse_backend [--root R] {list, inspect NAME, check NAME [--repair], clear NAME --yes}
-    python -m reuse_backend probe ROOT [--peer OTHER_MOUNT] [--json]
+    python -m reuse_backend probe ROOT [--peer OTHER_MOUNT] [--json]     (ROOT may be s3://BUCKET/PREFIX)
+    --root s3://BUCKET/PREFIX (or SEEDREUSE_CACHE_URL): the same commands on an object store (bucket/commands.py)
     python -m reuse_backend gc [--root R] [--max-bytes N] [--dry-run] [--json]   (store/gc_command.py)
     python -m reuse_backend check            (no NAME: every cache and the root: evictions, leases, budget)
     python -m reuse_backend instrument IN.json [-o OUT.json] [--json]   (reuse_backend/workflow/command.py)
@@ -104,25 +105,30 @@ def cmd_inspect(root, name) -> int:
         print("  no committed version (no successful run yet)")
         return 0
     with snap:
-        m = snap.manifest
-        run = m["run"]
-        print(f"  version {m['version']} committed {_when(m['created_at'])}"
-              + (" (read from .old: commit in progress)" if snap.source == "old" else ""))
-        print(f"  run {run['run_id']} on {run['host']} pid {run['pid']} prompt {run['prompt_id']}")
-        if run["extra"]:
-            print(f"    extra: {json.dumps(run['extra'], sort_keys=True)[:200]}")
-        print(f"  slots ({len(m['slots'])}):")
-        for slot, e in sorted(m["slots"].items()):
-            key = e["key"].get("digest", json.dumps(e["key"], sort_keys=True)[:60])
-            print(f"    {slot:<16} {e['file']:<36} {_size(m['files'][e['file']]['bytes']):>10}  key {key}")
-        print(f"  boundaries ({len(m['boundaries'])}): "
-              + (", ".join(str(i) for i in snap.boundary_indices()) or "none"))
-        for sec, body in sorted(m["sections"].items()):
-            print(f"  section {sec}: {json.dumps(body, sort_keys=True)[:200]}")
-        print(f"  files ({len(m['files'])}):")
-        for fname, e in sorted(m["files"].items()):
-            print(f"    {fname:<36} {_size(e['bytes']):>10}  sha256 {e['sha256'][:16]}")
+        show_manifest(snap)
     return 0
+
+
+def show_manifest(snap) -> None:
+    """The committed version of one cache, as ``inspect`` prints it (either store)."""
+    m = snap.manifest
+    run = m["run"]
+    print(f"  version {m['version']} committed {_when(m['created_at'])}"
+          + (" (read from .old: commit in progress)" if snap.source == "old" else ""))
+    print(f"  run {run['run_id']} on {run['host']} pid {run['pid']} prompt {run['prompt_id']}")
+    if run["extra"]:
+        print(f"    extra: {json.dumps(run['extra'], sort_keys=True)[:200]}")
+    print(f"  slots ({len(m['slots'])}):")
+    for slot, e in sorted(m["slots"].items()):
+        key = e["key"].get("digest", json.dumps(e["key"], sort_keys=True)[:60])
+        print(f"    {slot:<16} {e['file']:<36} {_size(m['files'][e['file']]['bytes']):>10}  key {key}")
+    print(f"  boundaries ({len(m['boundaries'])}): "
+          + (", ".join(str(i) for i in snap.boundary_indices()) or "none"))
+    for sec, body in sorted(m["sections"].items()):
+        print(f"  section {sec}: {json.dumps(body, sort_keys=True)[:200]}")
+    print(f"  files ({len(m['files'])}):")
+    for fname, e in sorted(m["files"].items()):
+        print(f"    {fname:<36} {_size(e['bytes']):>10}  sha256 {e['sha256'][:16]}")
 
 
 def cmd_check(root, name, repair: bool) -> int:
@@ -171,9 +177,16 @@ def cmd_probe(root, peer, as_json: bool) -> int:
     return 0 if rep.verdict == "safe" else 1
 
 
+def bucket_commands():
+    """The object store's commands (bucket/commands.py): boto3 is imported only for a bucket."""
+    from .bucket import commands
+    return commands
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(prog="python -m reuse_backend", description="SeedReuse cache tool")
-    ap.add_argument("--root", help=f"cache root (default: ${roots.ENV_ROOT})")
+    ap.add_argument("--root", help=f"cache root: a folder or s3://BUCKET/PREFIX (default: ${roots.ENV_URL}, "
+                                   f"else ${roots.ENV_ROOT})")
     ap.add_argument("--user", help="a ComfyUI user id: work in that user's namespace of a --multi-user "
                                    "server (<root>/.users/USER)")
     sub = ap.add_subparsers(dest="cmd", required=True)
@@ -188,7 +201,8 @@ def main(argv=None) -> int:
     sp.add_argument("name")
     sp.add_argument("--yes", action="store_true", help="really delete it")
     sp = sub.add_parser("probe", help="check the filesystem primitives the store needs (exit 1 if unsafe)")
-    sp.add_argument("probe_root", metavar="ROOT", help="a folder on the filesystem to check (e.g. the cache root)")
+    sp.add_argument("probe_root", metavar="ROOT", help="a folder on the filesystem to check (e.g. the cache root), "
+                                                       "or an object store location s3://BUCKET/PREFIX")
     sp.add_argument("--peer", help="another mount of the same folder (e.g. a second host's view) to check "
                                    "cross-host visibility")
     sp.add_argument("--json", action="store_true", help="print the report as JSON")
@@ -198,15 +212,25 @@ def main(argv=None) -> int:
     if args.cmd == "instrument":
         return instrument_command.run(args)
     if args.cmd == "probe":
+        if roots.is_url(args.probe_root):
+            return bucket_commands().cmd_probe(args.probe_root, args.json)
         if not os.path.isdir(args.probe_root) or (args.peer and not os.path.isdir(args.peer)):
             print(f"error: {args.probe_root if not os.path.isdir(args.probe_root) else args.peer} "
                   "is not a directory", file=sys.stderr)
             return 2
         return cmd_probe(args.probe_root, args.peer, args.json)
     try:
-        root = roots.resolve_root(args.root)
+        url = args.root if roots.is_url(args.root) else (None if args.root else roots.cache_url())
+        root = url or roots.resolve_root(args.root)
         if args.user is not None:
             root = namespaces.user_root(root, args.user, create=False)
+        if url is not None:
+            # the object store (SEEDREUSE_CACHE_URL or --root s3://...): its local tier in
+            # SEEDREUSE_CACHE_ROOT, else ~/.cache/seedreuse
+            roots.set_default_root(os.path.expanduser("~/.cache/seedreuse"))
+            if args.cmd == "gc":
+                return gc_command.run(args, root, default_lease_s())
+            return bucket_commands().run(args, root, show_manifest)
         if args.cmd == "list":
             return cmd_list(root)
         if args.cmd == "inspect":

@@ -18,3 +18,13 @@ def open_cache(location, name: str, **kw):
         from .bucket.cache import BucketCache     # boto3 is imported only for a bucket
         return BucketCache(location, name, **kw)
     return Cache(location, name, **kw)
+
+
+def at(location):
+    """The store of a whole location (list, describe, check, delete, gc, summary): a FolderStore or
+    a BucketStore (store/folder_store.py, bucket/store.py), one interface."""
+    if is_url(location):
+        from .bucket.store import BucketStore
+        return BucketStore(location)
+    from .store.folder_store import FolderStore
+    return FolderStore(location)

@@ -36,8 +36,12 @@ class CacheInfo:
     bytes: int
     last_use: float | None
     error: str | None = None
-    action: str = "kept"
+    action: str = "keep"
     why: str = ""
+
+    @property
+    def last_used(self) -> float | None:      # the folder store's report field name (evict.py)
+        return self.last_use
 
 
 def list_caches(client, loc) -> list[str]:
@@ -90,7 +94,7 @@ def enforce(open_cache, client, loc, budget: int | None, *, exclude=(), dry_run:
         if busy:
             c.action, c.why = "skipped", busy
             continue
-        c.action, c.why = ("would evict" if dry_run else "evicted"), f"least recently used; {total} > {budget} bytes"
+        c.action, c.why = ("would_evict" if dry_run else "evicted"), f"least recently used; {total} > {budget} bytes"
         if not dry_run:
             collect.publish_state(cache, "cleared", f"evict-{uuid.uuid4().hex}")
             cache.tier.forget(cache.keys)

@@ -56,7 +56,7 @@ def publish_state(cache, kind: str, writer: str, *, fenced=(), at: int | None = 
         newest = present[-1] if present else 0
         if at is not None and newest + 1 != at:
             return []
-        parent = commit_log.read(cache.client, cache.keys, newest) if newest else None
+        parent = commit_log.read(cache.client, cache.keys, newest) if newest and kind == "fence" else None
         if kind == "fence" and parent is not None and parent["kind"] != "cleared":
             rec = records.make(newest + 1, "fence", parent["manifest"], parent["objects"], writer, fenced)
         else:

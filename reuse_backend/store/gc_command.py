@@ -56,6 +56,11 @@ def text_report(rep: evict.Report) -> str:
     return "\n".join(lines)
 
 
+def _bucket_store(url: str):
+    from ..bucket.store import BucketStore      # boto3 is imported only for a bucket
+    return BucketStore(url)
+
+
 def run(args, root, lease_s: float) -> int:
     try:
         budget = usage.parse_bytes(args.max_bytes, what="--max-bytes") if args.max_bytes else usage.budget_from_env()
@@ -64,8 +69,11 @@ def run(args, root, lease_s: float) -> int:
         return 2
     # the shared namespace, then each user's (--multi-user): each is budgeted on its own, so
     # one user's caches never make room for another's (namespaces.py)
-    reps = [(user, evict.enforce(ns, budget, lease_s=lease_s, dry_run=args.dry_run))
-            for user, ns in namespaces.namespaces(root)]
+    if roots.is_url(root):          # the object store: the same report (bucket/store.py's GcReport)
+        reps = [(user, ns.gc(budget, dry_run=args.dry_run)) for user, ns in _bucket_store(root).namespaces()]
+    else:
+        reps = [(user, evict.enforce(ns, budget, lease_s=lease_s, dry_run=args.dry_run))
+                for user, ns in namespaces.namespaces(root)]
     if args.json:
         out = reps[0][1].to_dict()
         if len(reps) > 1:

@@ -31,6 +31,7 @@ from pathlib import Path
 
 from ..errors import InvalidRequestError
 from ..storage import fsops
+from .roots import is_url
 
 USERS_DIR = ".users"
 AUTO_DIR = ".auto"
@@ -53,25 +54,30 @@ def validate_user(user) -> str:
     return user
 
 
-def user_root(root: Path | str, user: str | None, *, create: bool = True) -> Path:
+def user_root(root: Path | str, user: str | None, *, create: bool = True) -> Path | str:
     """The folder that holds ``user``'s caches: ``root`` itself when ``user`` is None (no
-    multi-user server) or the operator forced a shared namespace."""
-    root = Path(root)
+    multi-user server) or the operator forced a shared namespace. On an object store (``root``
+    an ``s3://`` URL) the same folders are key prefixes: the URL with ``/.users/<user>``."""
     if user is None or shared_namespace_forced():
-        return root
+        return root if is_url(root) else Path(root)
     validate_user(user)
+    if is_url(root):
+        return f"{root.rstrip('/')}/{USERS_DIR}/{user}"
+    root = Path(root)
     return _folders(root, (root / USERS_DIR, root / USERS_DIR / user), create)
 
 
-def auto_root(ns_root: Path | str, *, create: bool = True) -> Path:
+def auto_root(ns_root: Path | str, *, create: bool = True) -> Path | str:
     """The folder of the automatic caches of one namespace (``ns_root``: a ``user_root``)."""
+    if is_url(ns_root):
+        return f"{ns_root.rstrip('/')}/{AUTO_DIR}"
     ns_root = Path(ns_root)
     return _folders(ns_root, (ns_root / AUTO_DIR,), create)
 
 
 def is_auto_root(path: Path | str) -> bool:
     """True for the folder of a namespace's automatic caches (its budget: usage.budget_for)."""
-    return Path(path).name == AUTO_DIR
+    return str(path).rstrip("/").rsplit("/", 1)[-1] == AUTO_DIR
 
 
 def _folders(root: Path, chain: tuple, create: bool) -> Path:

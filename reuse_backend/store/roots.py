@@ -10,6 +10,8 @@ from ..storage import fsops
 from ..errors import CorruptCacheError, InvalidCacheNameError, InvalidRequestError
 
 ENV_ROOT = "SEEDREUSE_CACHE_ROOT"
+ENV_URL = "SEEDREUSE_CACHE_URL"      # s3://bucket/prefix: the object store serves the caches (bucket/)
+_DEFAULT_ROOT: list = [None]          # the host's default folder (set_default_root), after env
 NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$"
 FILE_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$"
 _NAME_RE = re.compile(NAME_PATTERN)
@@ -26,9 +28,21 @@ def is_url(location) -> bool:
     return isinstance(location, str) and location.startswith(URL_SCHEMES)
 
 
+def set_default_root(folder) -> None:
+    """The folder a host uses when neither an argument nor ``SEEDREUSE_CACHE_ROOT`` names one
+    (ComfyUI's user folder: nodes/host.py); the object store's local tier lives there too."""
+    _DEFAULT_ROOT[0] = str(folder) if folder else None
+
+
+def cache_url() -> str | None:
+    """``SEEDREUSE_CACHE_URL`` when set (an ``s3://`` URL; anything else is refused by bucket/location.py)."""
+    raw = (os.environ.get(ENV_URL) or "").strip()
+    return raw or None
+
+
 def resolve_root(explicit: str | None = None, default: str | None = None) -> Path:
-    """explicit > env ``SEEDREUSE_CACHE_ROOT`` > default; created when missing."""
-    raw = explicit or os.environ.get(ENV_ROOT) or default
+    """explicit > env ``SEEDREUSE_CACHE_ROOT`` > default > the host's default; created when missing."""
+    raw = explicit or os.environ.get(ENV_ROOT) or default or _DEFAULT_ROOT[0]
     if not raw:
         raise InvalidRequestError(
             "no cache root configured", expected=f"a directory path (argument or ${ENV_ROOT})",

@@ -29,6 +29,7 @@ during another run's commit (tests/backend/test_overlap.py).
 """
 from __future__ import annotations
 
+import os
 import shutil
 import threading
 import time
@@ -47,6 +48,20 @@ def _wait_all(handles, timeout: float) -> list:
 
 def _err(res) -> str:
     return str((res.error or {}).get("exception_message", ""))[:300]
+
+
+def _wait_queue_empty(w, timeout: float = 60.0) -> None:
+    """Until the worker runs and holds nothing (GET /queue), bounded; a worker that does not
+    answer is left to the checks that follow (they report what it left)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            q = w.get_json("/queue", timeout=5)
+        except Exception:   # noqa: BLE001 - a worker restarting: the checks below judge its leftovers
+            return
+        if not q.get("queue_running") and not q.get("queue_pending"):
+            return
+        time.sleep(0.2)
 
 
 def _left_behind(root: Path, names) -> list[str]:
@@ -232,13 +247,19 @@ def run_bursts(soak, idx: int) -> list[dict]:
         soak._wait_restarted(w)
     out = [encoder_burst(soak, idx), segment_burst(soak, idx)]
     names = list(soak.models)
+    # a client sees execution_success before its worker has released its run lease (the prompt
+    # ends after the message): judge what is left only once every worker's queue is empty
+    for w in soak.fleet.workers:
+        soak._wait_restarted(w)
+        _wait_queue_empty(w)
     for name in names:
         probs = check(soak.root, name)
         if probs:
             out[-1]["problems"].append(f"check({name}) -> {[str(p) for p in probs]}")
     left = _left_behind(soak.root, names)
     if left:
-        out[-1]["problems"].append(f"left behind after the burst: {left}")
+        inside = {n: sorted(os.listdir(soak.root / n)) if (soak.root / n).is_dir() else "file" for n in left}
+        out[-1]["problems"].append(f"left behind after the burst: {left} (holding {inside})")
     for b in out:
         soak.c["burst_requests"] += b["requests"]
         soak.c["burst_contention_failures"] += b["contention_failures"]
