@@ -100,7 +100,7 @@ def fleet_config(worker_ports: dict[str, int], *, worker_timeout_s: int | None =
 @dataclass
 class FleetRun:
     """One job: the master's prompt (followed on its websocket) and each participant's history
-    entries that appeared during the job (the worker parts; the master's own as well)."""
+    entries with a collector that appeared during the job (the worker parts; the master's own)."""
     master: RunResult
     parts: dict = field(default_factory=dict)     # name -> [history entry dicts, oldest first]
     seconds: float = 0.0                          # queueing to the last participant's end
@@ -242,9 +242,17 @@ class Job:
                 hist = _history(p)
             except (HTTPFailure, OSError):
                 continue
-            new = [h for pid, h in hist.items() if pid not in self.seen[name]]
+            new = [h for pid, h in hist.items() if pid not in self.seen[name] and _is_part(h)]
             parts[name] = sorted(new, key=lambda h: h["prompt"][0])
         return FleetRun(master, parts, time.monotonic() - self.t0)
+
+
+def _is_part(entry: dict) -> bool:
+    """A history entry of a job's part (its prompt holds the collector), not another prompt that
+    ended meanwhile on that participant."""
+    prompt = (entry.get("prompt") or [None, None, {}])[2]
+    return isinstance(prompt, dict) and any(isinstance(n, dict) and n.get("class_type") == COLLECTOR
+                                            for n in prompt.values())
 
 
 def _history(p: ComfyWorker) -> dict:
