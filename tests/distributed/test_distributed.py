@@ -262,7 +262,13 @@ def test_an_interrupted_master_publishes_no_version_and_no_entry(fleet):
     assert [p.name for p in (fleet.cache_root / f"{cache}.tmp").iterdir() if p.name.endswith(".entry")]
     fleet.master.interrupt()
     res = job.handle.wait(60)
-    assert res.status == "interrupted", res.status
+    # 0.3.75 ends it "interrupted"; 0.33.0 "error": after the interrupt ComfyUI-Distributed's
+    # collector returns nothing and 0.33.0's executor fails on that (TypeError in merge_result_data,
+    # the host's and the orchestrator's, not the pack's): the prompt failed either way
+    assert res.status in ("interrupted", "error"), res.status
+    record(f"[{host.comfyui_version()}] master interrupted while collecting: ended {res.status}"
+           + (f" ({(res.error or {}).get('exception_type')}: {(res.error or {}).get('exception_message')})"
+              if res.status == "error" else ""))
     assert not (fleet.cache_root / cache).exists(), "an interrupted prompt published a version"
     tmp = fleet.cache_root / f"{cache}.tmp"
     assert not tmp.exists() or not [p for p in tmp.iterdir() if p.name.endswith(".entry")], list(tmp.iterdir())
