@@ -25,8 +25,13 @@ POST /prompt, before ComfyUI validates the prompt:
 
 Invariant: the setting never fails a prompt. Anything the instrumenter or the key computation
 cannot handle leaves the prompt exactly as it arrived, with one warning in the log and the
-report's ``warning`` (the history). Not guaranteed: a prompt queued through another path than
-POST /prompt (a custom node calling the queue directly) is not seen; the outcomes reach the
+report's ``warning`` (the history). Paths: POST /prompt, and any internal path that calls the
+server's on_prompt handlers before it queues (ComfyUI-Distributed's master part and its
+websocket-dispatched worker parts); such a path may call them with ``{"prompt"}`` alone and drop
+the ``extra_data`` they return, so the arrival report is also kept by the pack (auto_reports.py)
+and recalled when the prompt runs: the automatic Session's history output holds it, and the
+outcomes reach the history's ``extra_data`` as below (marked ``extra_data_dropped``). Not
+guaranteed: a prompt put on the queue without the on_prompt handlers is not seen; the outcomes reach the
 history by replacing the report in the running prompt's queue entry, the copy the host moves to
 the history (host.set_running_extra_data; where that entry is not found, the history keeps the
 arrival report and only the websocket message and execution_success carry the outcomes:
@@ -42,7 +47,7 @@ from aiohttp import web
 from ..reuse_backend.errors import InvalidRequestError, ReuseError
 from ..reuse_backend.store import namespaces, usage
 from ..reuse_backend.workflow import auto
-from . import host, transactions
+from . import auto_reports, host, transactions
 from .dry_run import check_request, fill_change_tokens
 from .graph_view import SLOT_IO_TYPES, GraphView, slot_key
 from .instrument_route import host_info
@@ -150,6 +155,7 @@ def instrument_on_arrival(json_data):
             return json_data
         json_data["prompt"] = new
         extra[auto.REPORT] = report
+        auto_reports.remember(new, report)     # for paths that drop this extra_data (auto_reports.py)
     except Exception as e:  # noqa: BLE001 - Invariant: the setting never fails a prompt
         log.warning("seedreuse: automatic mode left a prompt unchanged: %s: %s", type(e).__name__, e)
         if isinstance(json_data, dict) and isinstance(json_data.get("extra_data"), dict):
@@ -163,6 +169,10 @@ def report_on_success(ctx) -> dict | None:
     and into the execution_success data; None for a prompt without a report (mode off) or one
     left unchanged quietly (it had SeedReuse nodes, or nothing to wrap)."""
     report = ctx.extra.get(auto.REPORT)
+    if not isinstance(report, dict):
+        kept = auto_reports.recall(ctx.prompt)     # queued by a path that dropped extra_data
+        if kept is not None:
+            report = ctx.extra[auto.REPORT] = {**kept, "extra_data_dropped": auto_reports.DROPPED}
     if not isinstance(report, dict) or not (report.get("applied") or report.get("warning")):
         return None
     if report.get("applied"):

@@ -1,7 +1,7 @@
 """SeedReuse Session: names the cache and carries the request's reuse controls."""
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 
 from ..reuse_backend.store import namespaces, roots
@@ -9,7 +9,7 @@ from ..reuse_backend.errors import InvalidRequestError, ReuseError
 from ..reuse_backend.keys.graph_key import number_problem
 from ..reuse_backend.keys.slots import MODES
 from ..reuse_backend.media.segment_takes import DEFAULT_KEEP, keep_takes
-from . import host, transactions, users
+from . import auto_reports, host, transactions, users
 from .host import io
 
 SessionType = io.Custom("SEEDREUSE_SESSION")
@@ -39,6 +39,7 @@ def take_problem(name: str, value, minimum: int, maximum: int) -> InvalidRequest
 
 
 AUTOMATIC_INPUT = "automatic"
+AUTO_REPORT_OUTPUT = "seedreuse_auto_report"   # the automatic Session's history output (arrival report)
 
 
 def is_automatic(prompt, node_id) -> bool:
@@ -145,7 +146,11 @@ class SeedReuseSession(io.ComfyNode):
         if e is not None:
             raise e
         root = users.root_for(transactions.current_user())   # the user's namespace (--multi-user)
-        if is_automatic(cls.hidden.prompt, cls.hidden.unique_id):   # its automatic caches (namespaces.py)
-            root = str(namespaces.auto_root(root))
-        return io.NodeOutput(Session(root, name, reuse, int(reuse_prefix_segments), int(from_take),
-                                     keep_takes()))
+        session = Session(root, name, reuse, int(reuse_prefix_segments), int(from_take), keep_takes())
+        if not is_automatic(cls.hidden.prompt, cls.hidden.unique_id):
+            return io.NodeOutput(session)
+        session = replace(session, root=str(namespaces.auto_root(root)))   # its automatic caches (namespaces.py)
+        # the arrival report in this node's history output too: a queuing path that drops
+        # extra_data (an orchestrator's internal queue) keeps the history's outputs (auto_reports.py)
+        kept = auto_reports.recall(cls.hidden.prompt)
+        return io.NodeOutput(session, ui={AUTO_REPORT_OUTPUT: [kept]} if kept else None)

@@ -47,6 +47,7 @@ TIERS = {
     "soak": "many requests with injected failures, interrupts and kills",
     "sharedfs": "real shared filesystems (GlusterFS, ...) across simulated hosts in network namespaces",
     "objectstore": "the cache on a real object store (Ceph RGW): the bucket store, real workers, two hosts",
+    "distributed": "the pack under ComfyUI-Distributed 1.4.4: a master and two local workers, jobs through /distributed/queue",
 }
 SMOKE_FILES = {"test_pack_loads.py", "test_host_smoke.py"}   # the host part of the fast lane
 SMOKE_EXCLUDED = {"test_two_workers_are_deterministic_and_survive_kill"}   # minutes, not seconds
@@ -60,6 +61,8 @@ def _tier(item) -> str:
         return "sharedfs"
     if parts[0] == "object_store":
         return "objectstore"
+    if parts[0] == "distributed":
+        return "distributed"
     return "host" if item.get_closest_marker("comfy") else "backend"
 
 
