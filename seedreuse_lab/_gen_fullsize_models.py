@@ -91,30 +91,31 @@ def _umt5_meta_state(comfy_t5):
     return cfg, {k: tuple(v.shape) for k, v in m.state_dict().items()}
 
 
-def write_umt5(path: str) -> dict:
-    """Stream the random-weight umT5-XXL + tokenizer to ``path`` in safetensors format."""
+def stream_safetensors(path: str, shapes: dict, seed: int, extra: dict, metadata: dict, chunk: int = CHUNK,
+                       label: str = "") -> int:
+    """Write a safetensors file of fp16 tensors ``shapes`` (name -> shape), each drawn from one
+    seeded generator in chunks of at most ``chunk`` values (scaled by _scale), in sorted name
+    order, then the uint8 tensors ``extra`` (name -> bytes); at most one chunk in memory. Written
+    to a temporary name, fsynced, renamed. Returns the file's size."""
     import numpy as np
     import torch
-    import comfy.text_encoders.t5 as comfy_t5
 
-    cfg, shapes = _umt5_meta_state(comfy_t5)
-    spiece = train_tokenizer()
     names = sorted(shapes)
     header, off = {}, 0
     for n in names:
         nbytes = 2 * math.prod(shapes[n])
         header[n] = {"dtype": "F16", "shape": list(shapes[n]), "data_offsets": [off, off + nbytes]}
         off += nbytes
-    header["spiece_model"] = {"dtype": "U8", "shape": [len(spiece)], "data_offsets": [off, off + len(spiece)]}
-    total = off + len(spiece)
-    header["__metadata__"] = {"seedreuse_test": json.dumps(
-        {"random_weights": "umT5-XXL (comfy.text_encoders.t5.T5, umt5_config_xxl.json)", "seed": SEED}, sort_keys=True)}
+    data_bytes = off
+    for n, blob in sorted(extra.items()):
+        header[n] = {"dtype": "U8", "shape": [len(blob)], "data_offsets": [off, off + len(blob)]}
+        off += len(blob)
+    header["__metadata__"] = metadata
     hjson = json.dumps(header, separators=(",", ":")).encode()
     hjson += b" " * (-len(hjson) % 8)
-    os.makedirs(os.path.dirname(path), exist_ok=True)
-    g = torch.Generator().manual_seed(SEED)
-    t0 = time.perf_counter()
-    done = 0
+    os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
+    g = torch.Generator().manual_seed(seed)
+    t0, done = time.perf_counter(), 0
     tmp = path + f".part-{os.getpid()}"
     with open(tmp, "wb") as f:
         f.write(len(hjson).to_bytes(8, "little") + hjson)
@@ -122,19 +123,33 @@ def write_umt5(path: str) -> dict:
             std, mean = _scale(n, shapes[n])
             left = math.prod(shapes[n])
             while left:
-                k = min(left, CHUNK)
+                k = min(left, chunk)
                 v = torch.randn((k,), generator=g, dtype=torch.float16).mul_(std)
                 if mean:
                     v.add_(mean)
                 f.write(v.numpy().view(np.uint8).tobytes())
                 left -= k
                 done += 2 * k
-                _progress(done, total, t0, n[:40])
-        f.write(spiece)
+                if label:
+                    _progress(done, data_bytes, t0, n[:40])
+        for _n, blob in sorted(extra.items()):
+            f.write(blob)
         f.flush()
         os.fsync(f.fileno())
     os.replace(tmp, path)
-    _progress(total, total, t0, "umT5-XXL written")
+    return 8 + len(hjson) + off
+
+
+def write_umt5(path: str) -> dict:
+    """Stream the random-weight umT5-XXL + tokenizer to ``path`` in safetensors format."""
+    import comfy.text_encoders.t5 as comfy_t5
+
+    cfg, shapes = _umt5_meta_state(comfy_t5)
+    spiece = train_tokenizer()
+    t0 = time.perf_counter()
+    meta = {"seedreuse_test": json.dumps(
+        {"random_weights": "umT5-XXL (comfy.text_encoders.t5.T5, umt5_config_xxl.json)", "seed": SEED}, sort_keys=True)}
+    stream_safetensors(path, shapes, SEED, {"spiece_model": spiece}, meta, label="umT5-XXL")
     return {"parameters": sum(math.prod(s) for s in shapes.values()), "tensors": len(shapes), "layers": cfg["num_layers"],
             "tokenizer_bytes": len(spiece), "write_s": round(time.perf_counter() - t0, 1)}
 
