@@ -21,32 +21,34 @@ one full-size worker alive at a time (this machine's RAM holds one umT5-XXL):
 Before plain and cold the encoder files' pages are dropped from the page cache
 (posix_fadvise DONTNEED), so their loads read from disk as a first load does. Peak RSS is the
 worker process's VmHWM (/proc/<pid>/status) after its run: it counts the model files' mapped
-pages (RssFile) as well as the anonymous memory (RssAnon), both shown. The GlusterFS hit is
-skipped with its reason (see GLUSTER_SKIP).
+pages (RssFile) as well as the anonymous memory (RssAnon), both shown. As root, the same cold +
+hit runs again with the cache on the GlusterFS strict volume (tests/shared_fs/fullsize_hit.py,
+a subprocess: the lab never imports tests); otherwise that row says why it was skipped.
 """
 from __future__ import annotations
 
 import json
 import os
+import subprocess
+import sys
 from pathlib import Path
 
 from . import encoder_models as em
 from . import fullsize_models as fm
-from . import graphs
+from . import graphs, host
 from .graphs import AUDIO, I2V, link
 
 AUDIO_S = 5.0
 WIDTH, HEIGHT = 832, 480
 STEPS = 2
+TEXT = "a red fox running through fresh snow, golden hour"
 LOADERS = {I2V.TEXT_LOADER: "umT5-XXL load", I2V.CLIP_VISION_LOADER: "ViT-H load",
            AUDIO.LOADER: "wav2vec2 base load"}
 ENCODERS = {I2V.POS: "umT5-XXL encode (512 tokens)", I2V.CLIP_VISION_ENCODE: "ViT-H encode (224 px)",
             I2V.WAN_I2V: f"Wan 2.1 VAE encode ({WIDTH}x{HEIGHT} reference, WanImageToVideo)",
             AUDIO.ENCODE: f"wav2vec2 base encode ({AUDIO_S:g} s)"}
-GLUSTER_SKIP = ("not run by this section: the GlusterFS harness (tests/shared_fs/env.py, root, network namespaces) "
-                "starts its workers inside its simulated hosts, and running a full-size cold worker there was not "
-                "built; what a load through the strict volume costs per byte is measured by scripts/shared_fs.sh "
-                "(docs/shared-fs/gluster-strict.md) and applies to the artifact sizes above")
+GLUSTER_MARKER = "SEEDREUSE_FULLSIZE_GLUSTER"
+PACK_NODES = ("100", "101", "102", "103", "104", "105", "106")
 
 
 def graph(seed: int, text: str, *, cache_name: str | None, reuse: str = "auto") -> dict:
@@ -118,7 +120,7 @@ def _worker(tmp: Path, name: str, models: Path, cache_root: Path, *, with_pack: 
     return w
 
 
-def _one_run(tmp, name, models, root, prompt, timed, *, with_pack: bool, drop=()) -> dict:
+def one_run(tmp, name, models, root, prompt, timed, *, with_pack: bool, drop=()) -> dict:
     """A fresh worker, one prompt, its memory, stopped. Returns seconds, node durations, memory."""
     w = _worker(tmp, name, models, root, with_pack=with_pack)
     try:
@@ -132,6 +134,12 @@ def _one_run(tmp, name, models, root, prompt, timed, *, with_pack: bool, drop=()
         w.stop()
 
 
+def encoder_files(models: Path) -> list[Path]:
+    """The encoder files of the full-size models dir (umT5-XXL first), and the VAE."""
+    return [models / "text_encoders" / fm.UMT5, models / "clip_vision" / em.CLIP_VISION_H,
+            models / "audio_encoders" / em.WAV2VEC2_BASE, models / "vae" / fm.VAE]
+
+
 def _gib(n: float) -> str:
     return f"{n / 2 ** 30:.2f} GiB"
 
@@ -140,19 +148,18 @@ def bench_fullsize(tmp: Path, b) -> None:
     """``b``: bench.py's helpers (row, log, timed), passed in: no import back."""
     row, log, timed = b.row, b.log, b.timed
     models = fm.models_dir_fullsize(tmp / "models-fullsize")
-    files = [models / "text_encoders" / fm.UMT5, models / "clip_vision" / em.CLIP_VISION_H,
-             models / "audio_encoders" / em.WAV2VEC2_BASE, models / "vae" / fm.VAE]
+    files = encoder_files(models)
     root = tmp / "fullsize-cache"
     root.mkdir(parents=True, exist_ok=True)
-    text = "a red fox running through fresh snow, golden hour"
+    text = TEXT
     log("  full-size: plain graph, worker without the pack")
-    plain = _one_run(tmp, "fs-plain", models, root, graph(11, text, cache_name=None), timed, with_pack=False,
+    plain = one_run(tmp, "fs-plain", models, root, graph(11, text, cache_name=None), timed, with_pack=False,
                      drop=files)
     log("  full-size: cold, worker A with the pack, empty cache")
-    cold = _one_run(tmp, "fs-cold", models, root, graph(12, text, cache_name="fullsize"), timed, with_pack=True,
+    cold = one_run(tmp, "fs-cold", models, root, graph(12, text, cache_name="fullsize"), timed, with_pack=True,
                     drop=files)
     log("  full-size: hit, worker B with the pack, new seed, reuse=require")
-    hit = _one_run(tmp, "fs-hit", models, root, graph(13, text, cache_name="fullsize", reuse="require"), timed,
+    hit = one_run(tmp, "fs-hit", models, root, graph(13, text, cache_name="fullsize", reuse="require"), timed,
                    with_pack=True)
     for k, r in (("plain", plain), ("cold", cold)):
         missing = [n for n in (*LOADERS, *ENCODERS) if n not in r["executed"]]
@@ -174,7 +181,7 @@ def bench_fullsize(tmp: Path, b) -> None:
     for n, label in {**LOADERS, **ENCODERS}.items():
         row(area, f"  cold: {label}", f"{cold['durations'][n]:.2f} s", "", None,
             f"without the pack {plain['durations'][n]:.2f} s (from the executing events)")
-    pack_nodes = sorted(n for n in hit["executed"] if n in ("100", "101", "102", "103", "104", "105", "106"))
+    pack_nodes = sorted(n for n in hit["executed"] if n in PACK_NODES)
     pack_s = sum(hit["durations"][n] for n in pack_nodes)
     saved = cold["seconds"] - hit["seconds"]
     row(area, "hit on another worker: new seed, reuse=require (0 encoder loads, 0 encodes)",
@@ -203,5 +210,35 @@ def bench_fullsize(tmp: Path, b) -> None:
     row(area, "hit's peak RSS above the idle worker", _gib(hit["mem"]["VmHWM"] - hit["idle_rss"]), "", None,
         f"the VAE load + its {WIDTH}x{HEIGHT} decode, the tiny DiT and sampling, and the restored artifacts "
         f"({total / 2 ** 30:.2f} GiB); no encoder weights (umT5-XXL alone is {_gib(files[0].stat().st_size)} on disk)")
-    row(area, "the same hit through the GlusterFS strict volume", "skipped", "", None, GLUSTER_SKIP)
     log(f"  full-size: plain {plain['seconds']:.1f} s, cold {cold['seconds']:.1f} s, hit {hit['seconds']:.1f} s")
+    _gluster_rows(tmp, models, area, hit, row, log)
+
+
+def _gluster_rows(tmp: Path, models: Path, area: str, local_hit: dict, row, log) -> None:
+    """The same cold + hit with the cache on the GlusterFS strict volume (written through hostA's
+    client, read through hostB's): tests/shared_fs/fullsize_hit.py in a subprocess, as root."""
+    what = "the same hit through the GlusterFS strict volume (cold through hostA's client, hit through hostB's)"
+    if os.geteuid() != 0:
+        row(area, what, "skipped", "", None, "needs root (network namespaces, FUSE mounts): run the bench as root")
+        return
+    log("  full-size: the GlusterFS strict volume (tests/shared_fs/fullsize_hit.py)")
+    p = subprocess.run([sys.executable, "-m", "tests.shared_fs.fullsize_hit", str(models), str(tmp / "gluster")],
+                       cwd=str(host.REPO_ROOT), env=host.module_env(), stdout=subprocess.PIPE, stderr=sys.stderr,
+                       text=True, timeout=3600)
+    lines = [ln for ln in p.stdout.splitlines() if ln.startswith(GLUSTER_MARKER + " ")]
+    res = json.loads(lines[-1].split(" ", 1)[1]) if lines else {"error": f"exit {p.returncode}, no result line"}
+    if "skipped" in res or "error" in res:
+        row(area, what, "skipped" if "skipped" in res else "FAILED", "", None if "skipped" in res else False,
+            res.get("skipped") or res.get("error"))
+        return
+    cold, hit = res["cold"], res["hit"]
+    row(area, "GlusterFS strict: cold with the cache root on hostA's mount", f"{cold['seconds']:.1f} s", "", None,
+        f"{res['version']}; {res['options']}; environment up in {res['setup_s']:.0f} s (not counted)")
+    row(area, "GlusterFS strict: hit on another worker, cache root on hostB's mount, new seed, reuse=require",
+        f"{hit['seconds']:.1f} s", "", None,
+        f"reused {', '.join(res['reused'])}; the pack's nodes took {res['hit_pack_s']:.2f} s "
+        f"({', '.join(res['hit_pack_nodes'])}) vs {sum(local_hit['durations'][n] for n in local_hit['executed'] if n in PACK_NODES):.2f} s "
+        f"from the local disk; the whole hit {hit['seconds'] / local_hit['seconds']:.2f}x the local one")
+    row(area, "GlusterFS strict: peak RSS of the hit worker (VmHWM)", _gib(hit["mem"]["VmHWM"]), "", None,
+        f"cold worker {_gib(cold['mem']['VmHWM'])}")
+
