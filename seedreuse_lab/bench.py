@@ -1,6 +1,6 @@
 """SeedReuse benchmarks: prints ONE table; every row is measured in this run (medians over repeats).
 
-    scripts/bench.sh [--repeats 5] [--only encoder,auto,batch,realenc,cachenone,umt5,segments,takes,merge,cacheio,memory,gpu]
+    scripts/bench.sh [--repeats 5] [--only encoder,auto,batch,realenc,cachenone,umt5,segments,takes,merge,cacheio,memory,gpu,full-size]
                      [--real-repeats 3] [--json FILE]
 
 Sections (each measured side by side, interleaved, medians):
@@ -27,6 +27,9 @@ Sections (each measured side by side, interleaved, medians):
   memory    peak RSS of loading a cache's artifacts vs their size (fresh subprocess), and a prefix
             merge's peak RSS at 8 and 32 segments.
   gpu       full-size random-weight encoders and a Wan 2.1 1.3B-size DiT on CUDA (skipped without).
+  full-size only with --only full-size (not in CI): umT5-XXL, ViT-H, the Wan 2.1 VAE at 832x480 and
+            wav2vec2 at real size (seedreuse_lab/bench_fullsize.py): without the pack, cold, and a
+            hit on another worker, one fresh worker each; load vs encode, artifact sizes, peak RSS.
 """
 from __future__ import annotations
 
@@ -49,7 +52,8 @@ from seedreuse_lab import host, raw_read
 
 ROWS: list[dict] = []
 SECTIONS = ("encoder", "auto", "batch", "realenc", "cachenone", "umt5", "segments", "takes", "merge", "cacheio",
-            "memory", "gpu")
+            "memory", "gpu", "full-size")
+DEFAULT_SECTIONS = SECTIONS[:-1]    # full-size (~12 GB of models, minutes per run) only when asked for
 
 
 def log(*a):
@@ -651,7 +655,7 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(prog="scripts/bench.sh", description=__doc__.split("\n\n")[0])
     ap.add_argument("--repeats", type=int, default=5)
     ap.add_argument("--real-repeats", type=int, default=3, help="repeats of realenc and cachenone")
-    ap.add_argument("--only", default=",".join(SECTIONS), help=f"comma list of {', '.join(SECTIONS)}")
+    ap.add_argument("--only", default=",".join(DEFAULT_SECTIONS), help=f"comma list of {', '.join(SECTIONS)}")
     ap.add_argument("--merge", default="832x480,F=81,M=9,S=4", help="WxH,F=..,M=..,S=.. for bench_merge")
     ap.add_argument("--seg-steps", type=int, default=4)
     ap.add_argument("--seg-size", type=int, default=64)
@@ -671,7 +675,7 @@ def main(argv=None) -> int:
     tmp.mkdir(parents=True, exist_ok=True)
     failures = []
     from types import SimpleNamespace
-    from seedreuse_lab import bench_auto, bench_batch, bench_real, bench_takes
+    from seedreuse_lab import bench_auto, bench_batch, bench_fullsize, bench_real, bench_takes
     helpers = SimpleNamespace(row=row, fmt_s=fmt_s, med=med, log=log, timed=_timed)
     steps = {"encoder": lambda: bench_encoder(tmp, a.repeats),
              "auto": lambda: bench_auto.bench_auto(tmp, a.repeats, helpers),
@@ -684,7 +688,8 @@ def main(argv=None) -> int:
              "merge": lambda: bench_merge_row(tmp, a.merge),
              "cacheio": lambda: bench_cacheio(tmp, a.repeats),
              "memory": lambda: bench_memory(tmp),
-             "gpu": lambda: bench_gpu(a.repeats, a.gpu_steps, a.gpu_smoke_cpu)}
+             "gpu": lambda: bench_gpu(a.repeats, a.gpu_steps, a.gpu_smoke_cpu),
+             "full-size": lambda: bench_fullsize.bench_fullsize(tmp, helpers)}
     try:
         for s in SECTIONS:
             if s not in only:

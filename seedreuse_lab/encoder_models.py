@@ -1,7 +1,8 @@
 """Full-size encoders with seeded random weights: CLIP vision ViT-H/14 and wav2vec2 base.
 
-Unlike the text encoders (umT5-XXL: ~11 GB in fp16, too big and too slow for this CPU machine),
-these two run for real through the stock nodes (CLIPVisionLoader / CLIPVisionEncode,
+Unlike umT5-XXL (~11 GB in fp16, about 40 s per encode on this 2-core machine: only the `full-size`
+benchmark runs it, fullsize_models.py), the tests run
+these two for real through the stock nodes (CLIPVisionLoader / CLIPVisionEncode,
 AudioEncoderLoader / AudioEncoderEncode). ``ensure_encoder_models()`` generates them once per
 generator version with _gen_encoder_models.py into
 ``<repo>/.cache/tiny-models/encoders-<hash>/models/`` (hash of that file and the host's ComfyUI

@@ -9,7 +9,7 @@ test can rewire e.g. the conditioning between the text encoder and the sampler:
 
 All graphs use the tiny models from tiny_models.py, 2 sampling steps, 64x64, 9 frames
 (-> latent [1,16,3,8,8]). The text encoder is always the counting stand-in of
-seedreuse_lab/stand_in_nodes (umT5-XXL cannot run here). CLIP vision and the audio encoder are
+seedreuse_lab/stand_in_nodes (umT5-XXL at full size: bench_fullsize.py only). CLIP vision and the audio encoder are
 chosen by ``encoders``: "stock" = ComfyUI's own CLIPVisionLoader / CLIPVisionEncode and
 AudioEncoderLoader / AudioEncoderEncode with the full-size random-weight ViT-H and wav2vec2 base
 of encoder_models.py (the worker's models dir must hold them: encoder_models.models_dir_with_encoders;
