@@ -229,7 +229,7 @@ class SeedReuseSegmentLoopEnd(io.ComfyNode):
             with st.tx.writing(f"write {name}"):   # a lost lock or a full disk is reported as such
                 video.write_chunk(path, part, spec.fps)
             chunks += ((name, path),)
-        host.progress_bar(spec.S).update_absolute(i + 1, spec.S)
+        host.progress(i + 1, spec.S)
         host.throw_if_interrupted()
         state = dataclasses.replace(state, chunks=chunks)
         if i + 1 < spec.S:
