@@ -205,10 +205,9 @@ def for_dry_run(body: dict, root: str) -> tuple[dict, str, dict | None]:
 
 def register() -> None:
     """The middleware, the on_prompt handler and the startup line saying what is on."""
-    srv = host.prompt_server()
     if not host.add_middleware(refuse_bad_switch):
         log.error("seedreuse: extra_data.%s is not checked in POST /prompt (the app started already)", auto.SWITCH)
-    srv.add_on_prompt_handler(instrument_on_arrival)
+    host.add_on_prompt_handler(instrument_on_arrival)
     transactions.register_on_success(report_on_success)
     budget, source = usage.auto_budget_source()
     state = "on: every queued prompt without a SeedReuse node is made reusable" if setting() else \

@@ -16,7 +16,6 @@ edges; field names are paths (a chain of d nodes has O(d^2) characters): what th
 """
 from __future__ import annotations
 
-import inspect
 import json
 
 from ..reuse_backend.errors import CorruptCacheError, InvalidRequestError
@@ -39,12 +38,6 @@ MAX_LISTED_PROBLEMS = 20
 class RequestTooLargeError(InvalidRequestError):
     """The request exceeds a documented limit of the dry run (HTTP 413)."""
     code = "request_too_large"
-
-
-def _declared_specs(cls) -> dict:
-    """name -> input spec of the declared (required and optional) inputs of a node class."""
-    spec = cls.INPUT_TYPES()    # (Schemas turns an exception into "no specs")
-    return {**(spec.get("optional") or {}), **(spec.get("required") or {})}
 
 
 _COERCE = {"INT": int, "FLOAT": float, "STRING": str, "BOOLEAN": bool}
@@ -73,78 +66,17 @@ def _coerce_literals(node: dict, specs: dict) -> None:
                 pass  # execution rejects it at validation; the key walk sees the raw value
 
 
-class Schemas:
-    """What the host says about each node class, asked once per class and request."""
-
-    def __init__(self):
-        self._memo: dict = {}
-
-    def _get(self, what: str, ct, make):
-        k = (what, ct)
-        if k not in self._memo:
-            try:
-                self._memo[k] = make()
-            except Exception:   # a host class whose introspection fails: treated as unknown
-                self._memo[k] = None
-        return self._memo[k]
-
-    def cls(self, ct):
-        return self._get("cls", ct, lambda: host.node_class(ct) if isinstance(ct, str) else None)
-
-    def specs(self, ct) -> dict:
-        cls = self.cls(ct)
-        return (self._get("specs", ct, lambda: _declared_specs(cls)) or {}) if cls is not None else {}
-
-    def is_output(self, ct) -> bool:
-        cls = self.cls(ct)
-        return cls is not None and bool(self._get("out", ct, lambda: getattr(cls, "OUTPUT_NODE", False) is True))
-
-    def self_validated(self, ct) -> tuple[frozenset, bool]:
-        """(inputs the class's own validate function takes, whether it takes **kwargs): ComfyUI
-        skips its min/max check for those inputs (for all inputs with **kwargs)."""
-        cls = self.cls(ct)
-        got = self._get("val", ct, lambda: _validate_signature(cls)) if cls is not None else None
-        return got or (frozenset(), False)
-
-    def change_token_fn(self, ct):
-        cls = self.cls(ct)
-        return self._get("ct", ct, lambda: host.change_token_fn(cls)) if cls is not None else None
-
-
-def _validate_signature(cls) -> tuple[frozenset, bool]:
-    """The arguments of the validate function execution.validate_inputs calls for ``cls``: a V3
-    class's ``validate_inputs`` when a class of its MRO overrides the placeholder of its base
-    (comfy_api.internal.first_real_override), else V1 ``VALIDATE_INPUTS``."""
-    fn = None
-    if hasattr(cls, "GET_BASE_CLASS"):
-        base = cls.GET_BASE_CLASS()
-        base_attr = getattr(base, "validate_inputs", None)
-        base_fn = getattr(base_attr, "__func__", base_attr)
-        for c in cls.mro():
-            if c is base:
-                break
-            if "validate_inputs" in c.__dict__ and getattr(c.validate_inputs, "__func__", None) is not base_fn:
-                fn = cls.validate_inputs
-                break
-    else:
-        fn = getattr(cls, "VALIDATE_INPUTS", None)
-    if fn is None:
-        return frozenset(), False
-    spec = inspect.getfullargspec(fn)
-    return frozenset(spec.args), spec.varkw is not None
-
-
 def _too_large(what: str, limit, actual, fix: str) -> RequestTooLargeError:
     return RequestTooLargeError(f"{what} exceeds the dry run's limit of {limit}", expected=f"<= {limit}", actual=actual, fix=fix)
 
 
-def check_request(prompt, schemas: Schemas | None = None) -> tuple[dict, dict]:
+def check_request(prompt, schemas: host.NodeClasses | None = None) -> tuple[dict, dict]:
     """Refuse what the dry run does not serve, before any expensive work: RequestTooLargeError
     for a limit (413), InvalidRequestError / GraphCycleError for an invalid prompt (400).
 
     Returns (checked, keyed): the nodes ComfyUI validates or the pack reads (upstream of an
     output node or of one of the pack's nodes), and those upstream of the pack's nodes."""
-    schemas = schemas or Schemas()
+    schemas = schemas or host.NodeClasses()
     if not isinstance(prompt, dict):
         raise InvalidRequestError("the prompt is not an object", expected="{node id: {class_type, inputs}}",
                                   actual=type(prompt).__name__, fix='post {"prompt": <API-format prompt>}')
@@ -193,7 +125,7 @@ def check_request(prompt, schemas: Schemas | None = None) -> tuple[dict, dict]:
     return checked, graph_key.upstream_nodes(prompt, ours)
 
 
-def _literal_problems(nid, node: dict, schemas: Schemas) -> list[dict]:
+def _literal_problems(nid, node: dict, schemas: host.NodeClasses) -> list[dict]:
     """The INT/FLOAT literals of one node that ComfyUI's validation would refuse (converted, then
     min/max unless the class validates that input itself); the pack's own inputs exactly."""
     ct = node.get("class_type")
@@ -220,13 +152,13 @@ def _literal_problems(nid, node: dict, schemas: Schemas) -> list[dict]:
     return out
 
 
-def fill_change_tokens(prompt: dict, keyed=None, schemas: Schemas | None = None) -> dict:
+def fill_change_tokens(prompt: dict, keyed=None, schemas: host.NodeClasses | None = None) -> dict:
     """A copy of ``prompt`` as execution sees it: literals coerced like ComfyUI's validation
     does, and ComfyUI's per-node ``is_changed`` values filled in, for the nodes in ``keyed``
     (default: all; the dry run passes those upstream of the pack's nodes, the only ones keys
     read). Nodes and their inputs are copied, values are shared (never modified). Change tokens
     are asked once per (class, literal inputs): 100 LoadImage nodes of one file hash it once."""
-    schemas = schemas or Schemas()
+    schemas = schemas or host.NodeClasses()
     out = {nid: ({**node, "inputs": dict(node.get("inputs") or {})} if isinstance(node, dict) else node)
            for nid, node in prompt.items()}
     tokens: dict = {}
@@ -260,7 +192,7 @@ def dry_run(prompt: dict, root: str | None = None) -> dict:
     (the requesting user's namespace; default: the configured root). Raises
     RequestTooLargeError (413) or another ReuseError (400) for a request it refuses (see
     check_request and the module doc)."""
-    schemas = Schemas()
+    schemas = host.NodeClasses()
     _, keyed = check_request(prompt, schemas)
     snaps = Snapshots(root or host.cache_root())
     result = {"nodes": {}, "segments": {}}

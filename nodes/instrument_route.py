@@ -35,18 +35,12 @@ def _class_types(doc) -> set:
 
 def host_info(class_types) -> dict:
     """An /object_info-shaped view (input, output, output_name) of the host classes named."""
+    classes = host.NodeClasses()
     info = {}
     for ct in sorted(class_types)[:limits.MAX_NODES]:
-        try:
-            cls = host.node_class(ct)
-            if cls is None:
-                continue
-            outs = list(getattr(cls, "RETURN_TYPES", ()) or ())
-            names = list(getattr(cls, "RETURN_NAMES", None) or outs)
-            info[ct] = {"input": cls.INPUT_TYPES(), "output": ["COMBO" if isinstance(t, list) else str(t) for t in outs],
-                        "output_name": [str(n) for n in names]}
-        except Exception:   # a class whose introspection fails: the built-in table decides
-            continue
+        got = classes.object_info(ct)
+        if got is not None:   # unknown here, or its introspection fails: the built-in table decides
+            info[ct] = got
     return info
 
 

@@ -23,7 +23,7 @@ from ..reuse_backend.media import video
 from ..reuse_backend.media.segment_plan import RESULT_FILE, SECTION
 from . import host, transactions
 from .host import InputImpl, io, ui
-from .segment_state import SegmentsType
+from .segment_state import SegmentNode, SegmentsType
 
 
 def _waveform(audio):
@@ -31,13 +31,13 @@ def _waveform(audio):
     return wf[0].detach().cpu().float().numpy(), int(audio["sample_rate"])
 
 
-class SeedReusePrefixMerge(io.ComfyNode):
+class SeedReusePrefixMerge(SegmentNode):
     @classmethod
     def define_schema(cls):
-        return io.Schema(
-            node_id="SeedReusePrefixMerge", display_name="Prefix Merge", category="SeedReuse/segment reuse",
-            description="Joins the kept prefix of the previous result (stream-copied, bit-exact) with the new "
-                        "segments and the complete audio track; publishes the video to the cache and output folder.",
+        return cls.segment_schema(
+            "SeedReusePrefixMerge", "Prefix Merge",
+            "Joins the kept prefix of the previous result (stream-copied, bit-exact) with the new "
+            "segments and the complete audio track; publishes the video to the cache and output folder.",
             inputs=[
                 SegmentsType.Input("segments", tooltip="From Segment Loop End."),
                 io.String.Input("filename_prefix", default="seedreuse/video",
@@ -52,10 +52,6 @@ class SeedReusePrefixMerge(io.ComfyNode):
             ],
             is_output_node=True,
         )
-
-    @classmethod
-    def fingerprint_inputs(cls, **kw):
-        return host.local_only(transactions.global_epoch())
 
     @classmethod
     def execute(cls, segments: object, filename_prefix: str):

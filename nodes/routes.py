@@ -27,7 +27,7 @@ from ..reuse_backend.keys.graph_key import is_link, number_problem
 from ..reuse_backend.media import segment_takes
 from ..reuse_backend.store import Cache, committed_caches
 from . import host
-from .dry_run import MAX_BODY_BYTES, PREFIX, RequestTooLargeError, Schemas, dry_run
+from .dry_run import MAX_BODY_BYTES, PREFIX, RequestTooLargeError, dry_run
 from . import auto_mode, cache_routes, instrument_route, users
 from .request_body import read_capped
 
@@ -99,7 +99,7 @@ _NUMBER_SPECS: dict[str, dict] = {}
 def _number_specs(ct: str) -> dict:
     got = _NUMBER_SPECS.get(ct)
     if got is None:
-        schemas = Schemas()
+        schemas = host.NodeClasses()
         got = {k: v for k, v in schemas.specs(ct).items()
                if isinstance(v, (list, tuple)) and v and v[0] in ("INT", "FLOAT")}
         if schemas.cls(ct) is None:
@@ -124,7 +124,7 @@ def refuse_inexact_numbers(json_data):
         prompt = json_data.get("prompt") if isinstance(json_data, dict) else None
         if not isinstance(prompt, dict):
             return json_data
-        schemas = Schemas()
+        schemas = host.NodeClasses()
         for node in prompt.values():
             ct = node.get("class_type") if isinstance(node, dict) else None
             inputs = node.get("inputs") if isinstance(ct, str) and ct.startswith(PREFIX) else None
@@ -187,14 +187,13 @@ def check_body(raw: bytes, root: str | None = None) -> dict:
 
 
 def register() -> None:
-    server = host.prompt_server()
-    routes = server.routes
+    routes = host.routes()
     try:
         auto_mode.register()     # before the numeric check: it checks the nodes automatic mode adds too
     except Exception as e:  # noqa: BLE001 - prompts then run as they arrive
         log.error("seedreuse: automatic mode not installed: %s", e)
     try:
-        server.add_on_prompt_handler(refuse_inexact_numbers)
+        host.add_on_prompt_handler(refuse_inexact_numbers)
     except Exception as e:  # a host without on_prompt handlers: the nodes' own checks remain
         log.warning("seedreuse: POST /prompt numeric check not installed: %s", e)
 

@@ -22,18 +22,18 @@ from . import host, transactions
 from .graph_view import (END_ID, PROMPT_ID, START_ID, GraphView, find_end_node, segment_audio_source_key,
                          segment_key, segment_prompts, segment_static_key)
 from .host import io
-from .segment_state import (LoopState, LoopType, SegmentType, SegmentsType, SegmentValue, SegmentsResult,
+from .segment_state import (LoopState, LoopType, SegmentNode, SegmentType, SegmentsType, SegmentValue, SegmentsResult,
                             expand_next_iteration)
 from .session_node import SessionType
 
 
-class SeedReuseSegmentLoopStart(io.ComfyNode):
+class SeedReuseSegmentLoopStart(SegmentNode):
     @classmethod
     def define_schema(cls):
-        return io.Schema(
-            node_id=START_ID, display_name="Segment Loop Start (with Resume)", category="SeedReuse/segment reuse",
-            description="Starts a loop over video segments of F frames joined by M motion frames; "
-                        "with reuse_prefix_segments = N it resumes at segment N from the cached boundary.",
+        return cls.segment_schema(
+            START_ID, "Segment Loop Start (with Resume)",
+            "Starts a loop over video segments of F frames joined by M motion frames; "
+            "with reuse_prefix_segments = N it resumes at segment N from the cached boundary.",
             inputs=[
                 SessionType.Input("session", tooltip="The SeedReuse Session (cache, reuse mode, prefix segments)."),
                 io.Int.Input("segment_frames", default=81, min=2, max=10000, tooltip="F: frames per segment."),
@@ -71,10 +71,6 @@ class SeedReuseSegmentLoopStart(io.ComfyNode):
             ],
             hidden=[io.Hidden.unique_id, io.Hidden.prompt, io.Hidden.dynprompt],
         )
-
-    @classmethod
-    def fingerprint_inputs(cls, **kw):
-        return host.local_only(transactions.global_epoch())
 
     @classmethod
     def execute(cls, session, segment_frames, motion_frames, total_frames, fps, seed,
@@ -146,13 +142,13 @@ class SeedReuseSegmentLoopStart(io.ComfyNode):
                          kept_takes=kept)
 
 
-class SeedReuseBoundarySave(io.ComfyNode):
+class SeedReuseBoundarySave(SegmentNode):
     @classmethod
     def define_schema(cls):
-        return io.Schema(
-            node_id="SeedReuseBoundarySave", display_name="Boundary Save", category="SeedReuse/segment reuse",
-            description="Saves the exact motion state the next segment consumes (last M frames, and their "
-                        "latent if given) into the run's staging cache, for a later resume.",
+        return cls.segment_schema(
+            "SeedReuseBoundarySave", "Boundary Save",
+            "Saves the exact motion state the next segment consumes (last M frames, and their "
+            "latent if given) into the run's staging cache, for a later resume.",
             inputs=[
                 LoopType.Input("loop", tooltip="From Segment Loop Start."),
                 io.Image.Input("images", tooltip="The F decoded frames of this segment."),
@@ -164,10 +160,6 @@ class SeedReuseBoundarySave(io.ComfyNode):
                 io.Image.Output("images_out", display_name="images", tooltip="The same frames, passed through."),
             ],
         )
-
-    @classmethod
-    def fingerprint_inputs(cls, **kw):
-        return host.local_only(transactions.global_epoch())
 
     @classmethod
     def execute(cls, loop, images, motion_latent=None):
@@ -189,13 +181,13 @@ class SeedReuseBoundarySave(io.ComfyNode):
         return io.NodeOutput(SegmentValue(state, images, motion_latent), images)
 
 
-class SeedReuseSegmentLoopEnd(io.ComfyNode):
+class SeedReuseSegmentLoopEnd(SegmentNode):
     @classmethod
     def define_schema(cls):
-        return io.Schema(
-            node_id=END_ID, display_name="Segment Loop End", category="SeedReuse/segment reuse",
-            description="Closes the segment loop: stores this segment's new frames and runs the body again "
-                        "for the next segment until the video is complete.",
+        return cls.segment_schema(
+            END_ID, "Segment Loop End",
+            "Closes the segment loop: stores this segment's new frames and runs the body again "
+            "for the next segment until the video is complete.",
             inputs=[
                 LoopType.Input("loop", tooltip="From Segment Loop Start (the loop's first node).",
                                extra_dict={"rawLink": True}),
@@ -208,10 +200,6 @@ class SeedReuseSegmentLoopEnd(io.ComfyNode):
             hidden=[io.Hidden.unique_id, io.Hidden.dynprompt],
             enable_expand=True,
         )
-
-    @classmethod
-    def fingerprint_inputs(cls, **kw):
-        return host.local_only(transactions.global_epoch())
 
     @classmethod
     def execute(cls, loop, segment):
@@ -229,7 +217,7 @@ class SeedReuseSegmentLoopEnd(io.ComfyNode):
             with st.tx.writing(f"write {name}"):   # a lost lock or a full disk is reported as such
                 video.write_chunk(path, part, spec.fps)
             chunks += ((name, path),)
-        host.progress_bar(spec.S).update_absolute(i + 1, spec.S)
+        host.progress(i + 1, spec.S)
         host.throw_if_interrupted()
         state = dataclasses.replace(state, chunks=chunks)
         if i + 1 < spec.S:
@@ -244,16 +232,16 @@ class SeedReuseSegmentLoopEnd(io.ComfyNode):
         return io.NodeOutput(SegmentsResult(state), status)
 
 
-class SeedReuseSegmentPrompt(io.ComfyNode):
+class SeedReuseSegmentPrompt(SegmentNode):
     """Per-segment text inside the loop body. Its lines are a per-segment input of validity
     (segment_validity: the 'prompt' chain), so changing line k keeps segments 0..k-1 valid."""
 
     @classmethod
     def define_schema(cls):
-        return io.Schema(
-            node_id=PROMPT_ID, display_name="Segment Prompt", category="SeedReuse/segment reuse",
-            description="The prompt of the segment being generated: line i of prompts for segment i (the last "
-                        "line repeats). A resume keeps the segments whose lines did not change.",
+        return cls.segment_schema(
+            PROMPT_ID, "Segment Prompt",
+            "The prompt of the segment being generated: line i of prompts for segment i (the last "
+            "line repeats). A resume keeps the segments whose lines did not change.",
             inputs=[
                 LoopType.Input("loop", tooltip="From Segment Loop Start (this node belongs to the loop body)."),
                 io.String.Input("prompts", multiline=True, default="",
@@ -263,10 +251,6 @@ class SeedReuseSegmentPrompt(io.ComfyNode):
             outputs=[io.String.Output("prompt", display_name="prompt",
                                       tooltip="This segment's line, e.g. for a CLIP Text Encode in the body.")],
         )
-
-    @classmethod
-    def fingerprint_inputs(cls, **kw):
-        return host.local_only(transactions.global_epoch())
 
     @classmethod
     def execute(cls, loop, prompts):

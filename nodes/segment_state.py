@@ -4,6 +4,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from ..reuse_backend.media.segment_plan import SegmentSpec
+from . import host, transactions
 from .host import GraphBuilder, io
 from .host import graph_is_link as is_link
 from .session_node import Session
@@ -11,6 +12,23 @@ from .session_node import Session
 LoopType = io.Custom("SEEDREUSE_LOOP")
 SegmentType = io.Custom("SEEDREUSE_SEGMENT")
 SegmentsType = io.Custom("SEEDREUSE_SEGMENTS")
+CATEGORY = "SeedReuse/segment reuse"
+
+
+class SegmentNode(io.ComfyNode):
+    """Base of the segment-reuse nodes (Segment Loop Start, Boundary Save, Segment Loop End,
+    Segment Prompt, Prefix Merge): their schema in the one category, and their change token:
+    a new one after any commit in this process, kept out of external cache providers."""
+
+    @classmethod
+    def segment_schema(cls, node_id: str, display_name: str, description: str, inputs: list, outputs: list,
+                       **more) -> io.Schema:
+        return io.Schema(node_id=node_id, display_name=display_name, category=CATEGORY, description=description,
+                         inputs=inputs, outputs=outputs, **more)
+
+    @classmethod
+    def fingerprint_inputs(cls, **kw):
+        return host.local_only(transactions.global_epoch())
 
 @dataclass
 class LoopState:

@@ -10,9 +10,9 @@ store/commit.py); every reuse node of the prompt stages into it. The prompt's en
 - error anywhere in the prompt (also after our nodes), interrupt, or an exception in the
   executor: the staging is discarded; the last good cache is untouched.
 
-The hook wraps ``execution.PromptExecutor.execute`` (present from 0.3.x to current
-ComfyUI) and ``add_message``. If they cannot be wrapped, the pack logs an error at load
-and every reuse node refuses to run: never a silent run without a lifecycle.
+The host package wraps the executor (host/executor.py) and calls this module at each point of
+a prompt's life (``install``). If it cannot, the pack logs an error at load and every reuse
+node refuses to run: never a silent run without a lifecycle.
 """
 from __future__ import annotations
 
@@ -180,7 +180,7 @@ def current() -> PromptContext:
         ctx = _prompts.get(pid)
     if ctx is None:
         raise TransactionError("a SeedReuse node ran outside a prompt the lifecycle hook saw",
-                               expected="a prompt started by PromptExecutor.execute", actual=f"prompt id {pid!r}",
+                               expected="a prompt started by the host's executor", actual=f"prompt id {pid!r}",
                                fix="queue the workflow normally through ComfyUI")
     refuse_if_unsafe(ctx)
     return ctx
@@ -260,69 +260,44 @@ def _close(prompt_id, success: bool):
         ctx.close_snapshots()
 
 
-def install() -> bool:
+def _end(prompt_id, success: bool) -> None:
+    """After the executor returned: the fallback commit if the success message did not run it."""
     try:
-        pe = host.prompt_executor_class()
-        if getattr(pe, "_seedreuse_hooked", False):
-            HOOK_STATE["installed"] = True
-            return True
-        orig_execute = pe.execute
-        orig_add_message = pe.add_message
-        orig_handle_error = getattr(pe, "handle_execution_error", None)
+        _close(prompt_id, success)
+    except Exception as e:
+        log.error("seedreuse: publishing the cache of prompt %s failed: %s", prompt_id, e)
+        raise
+
+
+def _error_details(ex) -> dict | None:
+    return ex.to_dict() if isinstance(ex, ReuseError) else None
+
+
+def _success_message(prompt_id, data: dict):
+    """Inside the executor's execution_success message: commit the prompt's caches; the message
+    data with what the ON_SUCCESS hooks add, or the commit's failure to report instead."""
+    with _lock:
+        ctx = _prompts.get(prompt_id)
+    if ctx is not None and ctx.txs:
+        try:
+            _finish(ctx, True)
+        except Exception as e:
+            log.error("seedreuse: commit failed for prompt %s: %s", prompt_id, e)
+            return host.ExecutionFailure("SeedReuse commit", f"SeedReuse could not publish the cache: {e}",
+                                         type(e).__name__, e.to_dict() if isinstance(e, ReuseError) else {})
+    if ctx is not None and ON_SUCCESS:
+        data = _on_success(ctx, data)
+    return data
+
+
+def install() -> bool:
+    """Hook the prompt lifecycle into the host's executor; False (logged) when it cannot be."""
+    try:
+        host.hook_prompts(host.PromptHooks(begin=_open, end=_end, error_details=_error_details,
+                                           on_success=_success_message))
     except Exception as e:
         HOOK_STATE["error"] = f"{type(e).__name__}: {e}"
         log.error("seedreuse: cannot install the prompt lifecycle hook (%s); reuse nodes will refuse to run", e)
         return False
-
-    def execute(self, prompt, prompt_id, *args, **kwargs):
-        _open(prompt_id, prompt, args[0] if args else kwargs.get("extra_data"))
-        ok = False
-        try:
-            result = orig_execute(self, prompt, prompt_id, *args, **kwargs)
-            ok = bool(getattr(self, "success", False))
-            return result
-        finally:
-            try:
-                _close(prompt_id, ok)  # fallback commit if add_message did not see the success
-            except Exception as e:
-                log.error("seedreuse: publishing the cache of prompt %s failed: %s", prompt_id, e)
-                self.success = False
-
-    def handle_execution_error(self, prompt_id, prompt, current_outputs, executed, error, ex, *args, **kwargs):
-        # The execution_error message carries only text; add the structured error next to it.
-        self._seedreuse_error = ex.to_dict() if isinstance(ex, ReuseError) else None
-        try:
-            return orig_handle_error(self, prompt_id, prompt, current_outputs, executed, error, ex, *args, **kwargs)
-        finally:
-            self._seedreuse_error = None
-
-    def add_message(self, event, data, broadcast, *args, **kwargs):
-        if event == "execution_error" and getattr(self, "_seedreuse_error", None) and "seedreuse" not in data:
-            data = {**data, "seedreuse": self._seedreuse_error}
-        if event == "execution_success":
-            pid = data.get("prompt_id")
-            with _lock:
-                ctx = _prompts.get(pid)
-            if ctx is not None and ctx.txs:
-                try:
-                    _finish(ctx, True)
-                except Exception as e:
-                    log.error("seedreuse: commit failed for prompt %s: %s", pid, e)
-                    self.success = False
-                    msg = e.to_dict() if isinstance(e, ReuseError) else {}
-                    return orig_add_message(self, "execution_error", {
-                        "prompt_id": pid, "node_id": None, "node_type": "SeedReuse commit",
-                        "executed": [], "exception_message": f"SeedReuse could not publish the cache: {e}",
-                        "exception_type": type(e).__name__, "traceback": [], "current_inputs": {},
-                        "current_outputs": [], "seedreuse": msg}, broadcast, *args, **kwargs)
-            if ctx is not None and ON_SUCCESS:
-                data = _on_success(ctx, data)
-        return orig_add_message(self, event, data, broadcast, *args, **kwargs)
-
-    pe.execute = execute
-    pe.add_message = add_message
-    if orig_handle_error is not None:
-        pe.handle_execution_error = handle_execution_error
-    pe._seedreuse_hooked = True
     HOOK_STATE["installed"] = True
     return True

@@ -103,4 +103,4 @@ def register() -> None:
         if not host.add_middleware(remember_prompt_user):
             host.log.error("seedreuse: --multi-user without the prompt-user middleware: every prompt "
                            "uses the shared namespace")
-    host.prompt_server().add_on_prompt_handler(stamp_prompt_user)
+    host.add_on_prompt_handler(stamp_prompt_user)

@@ -11,6 +11,12 @@ class ReuseError(Exception):
 
     code = "reuse_error"
 
+    def __init_subclass__(cls, code: str | None = None, **kw):
+        """``class XError(ReuseError, code="x")``: the error's stable code (to_dict()["code"])."""
+        super().__init_subclass__(**kw)
+        if code is not None:
+            cls.code = code
+
     def __init__(self, message: str, *, expected: object = None, actual: object = None,
                  fix: str = "", details: dict | None = None):
         self.message = message
@@ -46,82 +52,68 @@ def _jsonable(v):
     return repr(v)
 
 
-class InvalidCacheNameError(ReuseError):
-    code = "invalid_cache_name"
+class InvalidCacheNameError(ReuseError, code="invalid_cache_name"):
+    """A cache, slot or file name that does not match the allowed pattern (or holds "..")."""
 
 
-class CacheBusyError(ReuseError):
+class CacheBusyError(ReuseError, code="cache_busy"):
     """Another run holds the writer lock of this cache."""
-    code = "cache_busy"
 
 
-class NoCommittedCacheError(ReuseError):
+class NoCommittedCacheError(ReuseError, code="no_committed_cache"):
     """``require`` (or a segment resume) found no successful run in the cache."""
-    code = "no_committed_cache"
 
 
-class KeyMismatchError(ReuseError):
+class KeyMismatchError(ReuseError, code="key_mismatch"):
     """The committed artifact was made from different inputs. ``details['fields']`` lists them."""
-    code = "key_mismatch"
 
 
-class SegmentInvalidError(KeyMismatchError):
+class SegmentInvalidError(KeyMismatchError, code="segment_invalid"):
     """A kept segment of a cached take is not valid for this request: what it consumed differs
     (``details``: take, segment, field, cached, current)."""
-    code = "segment_invalid"
 
 
-class CorruptCacheError(ReuseError):
+class CorruptCacheError(ReuseError, code="corrupt_cache"):
     """A cache folder failed validation; nothing from it was used."""
-    code = "corrupt_cache"
 
 
-class UnsupportedValueError(ReuseError):
+class UnsupportedValueError(ReuseError, code="unsupported_value"):
     """A value that the pickle-free serializer cannot represent (``details['path']``)."""
-    code = "unsupported_value"
 
 
-class InvalidRequestError(ReuseError):
+class InvalidRequestError(ReuseError, code="invalid_request"):
     """A request that cannot be served (e.g. reuse_prefix_segments >= segment count)."""
-    code = "invalid_request"
 
 
-class UnknownUserError(InvalidRequestError):
+class UnknownUserError(InvalidRequestError, code="unknown_user"):
     """A request names a ComfyUI user the server does not know (HTTP 403 on every route, as
     ComfyUI's own user routes answer)."""
-    code = "unknown_user"
 
 
-class PreviousResultError(ReuseError):
+class PreviousResultError(ReuseError, code="previous_result"):
     """The previous result video needed for a prefix is missing, short or unreadable."""
-    code = "previous_result"
 
 
-class TransactionError(ReuseError):
+class TransactionError(ReuseError, code="transaction"):
     """The staging/commit lifecycle was used out of order or lost its lock."""
-    code = "transaction"
 
 
-class StorageFullError(ReuseError):
+class StorageFullError(ReuseError, code="storage_full"):
     """The cache root ran out of space (ENOSPC) or quota (EDQUOT) while a run wrote to it, after
     the size budget (if set) evicted what it could and the write was retried once;
     ``details``: root, cache, errno, root_bytes, budget."""
-    code = "storage_full"
 
 
-class UnsupportedFilesystemError(ReuseError):
+class UnsupportedFilesystemError(ReuseError, code="unsupported_filesystem"):
     """The cache root's filesystem lacks a primitive the lifecycle relies on."""
-    code = "unsupported_filesystem"
 
 
-class ObjectStoreError(ReuseError):
+class ObjectStoreError(ReuseError, code="object_store"):
     """The object store (``SEEDREUSE_CACHE_URL``) could not do what the store asked: unreachable,
     refused, throttled past the retries, or a client library missing; ``details``: operation,
     key, the endpoint's code and HTTP status."""
-    code = "object_store"
 
 
-class UnsupportedEndpointError(ObjectStoreError):
+class UnsupportedEndpointError(ObjectStoreError, code="unsupported_endpoint"):
     """The object store's endpoint failed the probe the store depends on (a create race with more
     than one winner, a compare-and-swap that does not hold, a listing or read that lags)."""
-    code = "unsupported_endpoint"

@@ -110,6 +110,14 @@ if [ "$WITH_BROWSER" = 1 ] && [ ! -x /usr/bin/chromium ]; then
       || log "chromium could not be installed; the browser test will report it"
   fi
 fi
+# Node.js for the web extension's module tests (tests/web/*.test.mjs, run by tests/test_web_modules.py)
+if ! command -v node >/dev/null; then
+  log "installing Debian's nodejs for the web extension's module tests"
+  if command -v apt-get >/dev/null; then
+    (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq nodejs >/dev/null) \
+      || log "nodejs could not be installed; tests/test_web_modules.py will report it"
+  fi
+fi
 # the newest ComfyUI frontend, for the browser test's second frontend (tests/browser/newest-frontend.txt)
 FRONTEND_PIN=$(grep -v '^#' tests/browser/newest-frontend.txt | head -n 1)
 FRONTEND_DIR=".cache/frontend/${FRONTEND_PIN##*==}"

@@ -474,7 +474,7 @@ def bench_memory(tmp: Path) -> None:
 
     from reuse_backend.media import segments as seg
     from reuse_backend.media import video
-    from seedreuse_lab.bench_merge import synthetic_frames
+    from seedreuse_lab.media_samples import synthetic_frames
 
     root = tmp / "mem-root"
     total, _ = build_cache(root)

@@ -2,7 +2,8 @@
 
 - no import cycle among the project's modules, counting function-level imports too;
 - the backend's layers point one way (storage <- store <- media; storage <- keys <- media);
-- ComfyUI is imported only by nodes/host.py (and the stand-in pack, which is a ComfyUI pack);
+- ComfyUI is imported only by the host package nodes/host/ (and the stand-in pack, which is a
+  ComfyUI pack), and the rest of nodes/ reads no attribute of a host object (the host probe rule);
 - every backend module imports alone, without ComfyUI (each in a fresh child process);
 - nothing edits sys.path; the pack and the lab never import from tests/;
 - every module is about 400 lines at most and listed in docs/ARCHITECTURE.md.
@@ -17,6 +18,8 @@ import sys
 from pathlib import Path
 
 import pytest
+
+from tests.import_cycles import find_cycles
 
 REPO = Path(__file__).resolve().parents[1]
 PACKAGES = ("reuse_backend", "nodes", "seedreuse_lab")
@@ -80,27 +83,13 @@ def _graph() -> dict[str, set[str]]:
 
 
 def test_no_import_cycles():
-    g = _graph()
-    WHITE, GREY, BLACK = 0, 1, 2
-    color = {m: WHITE for m in g}
-    stack: list[str] = []
-    cycles: list[list[str]] = []
-
-    def visit(m):
-        color[m] = GREY
-        stack.append(m)
-        for n in sorted(g[m]):
-            if color[n] == GREY:
-                cycles.append(stack[stack.index(n):] + [n])
-            elif color[n] == WHITE:
-                visit(n)
-        stack.pop()
-        color[m] = BLACK
-
-    for m in sorted(g):
-        if color[m] == WHITE:
-            visit(m)
+    cycles = find_cycles(_graph())
     assert not cycles, "import cycles:\n" + "\n".join(" -> ".join(c) for c in cycles)
+
+
+def test_the_cycle_finder_finds_a_cycle():
+    assert find_cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}}) == [["a", "b", "c", "a"]]
+    assert find_cycles({"a": {"b", "c"}, "b": {"c"}, "c": set()}) == []
 
 
 def test_the_graph_sees_function_level_and_relative_imports():
@@ -152,12 +141,118 @@ def _top_level_host_imports(path: Path) -> list[str]:
 def test_comfyui_is_imported_only_through_the_host_module():
     hits = []
     for mod, path in MODULES.items():
-        if mod == "nodes.host" or mod.startswith("seedreuse_lab.stand_in_nodes") \
+        if _in_host_package(mod) or mod.startswith("seedreuse_lab.stand_in_nodes") \
                 or mod.startswith("seedreuse_lab._gen_"):
             continue   # the host adapter; a ComfyUI pack of its own; model generators run inside ComfyUI
         hits += _top_level_host_imports(path)
     hits += _top_level_host_imports(REPO / "__init__.py")
     assert not hits, hits
+
+
+def _in_host_package(mod: str) -> bool:
+    return mod == "nodes.host" or mod.startswith("nodes.host.")
+
+
+# The host probe rule. Outside nodes/host/, the pack reads nothing of the host's objects itself:
+# (a) no attribute of these names (ComfyUI's node-class protocol, executor and server), whether
+#     read as ``x.NAME`` or through getattr/hasattr/setattr/delattr(x, "NAME"), and none of the
+#     host's class names as a bare name;
+# (b) no attribute at all of a value a host accessor returned (the registered node class, a host
+#     class): neither ``host.node_class(ct).x`` nor ``cls = host.node_class(ct)`` then ``cls.x`` or
+#     getattr/hasattr(cls, ...) in the same function; such a value only goes back to the host's
+#     functions (or is compared with None);
+# (c) no private name of the host package (``host._x``).
+# Methods the pack's own V3 nodes define (``def validate_inputs``) are definitions, not probes.
+HOST_ATTRIBUTES = frozenset({
+    "INPUT_TYPES", "RETURN_TYPES", "RETURN_NAMES", "OUTPUT_NODE", "OUTPUT_IS_LIST", "INPUT_IS_LIST",
+    "VALIDATE_INPUTS", "IS_CHANGED", "FUNCTION", "CATEGORY", "GET_SCHEMA", "GET_BASE_CLASS", "NODE_CLASS_MAPPINGS",
+    "fingerprint_inputs", "validate_inputs", "mro", "__mro__", "PromptExecutor", "PromptServer", "instance",
+    "add_message", "handle_execution_error", "prompt_queue", "currently_running", "user_manager", "send_sync",
+    "add_on_prompt_handler", "middlewares", "last_prompt_id", "client_id"})
+HOST_CLASS_NAMES = frozenset({"PromptExecutor", "PromptServer", "NODE_CLASS_MAPPINGS"})
+HOST_OBJECT_ACCESSORS = frozenset({"node_class", "clip_vision_output_class"})
+PROBES = ("getattr", "hasattr", "setattr", "delattr")
+
+
+def host_probes(source: str, host_name: str = "host") -> list[str]:
+    """'line: what' for every host probe in ``source`` (a module outside the host package that
+    imports the host package as ``host_name``)."""
+    tree = ast.parse(source)
+    hits = []
+
+    def is_accessor_call(node) -> bool:
+        return (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+                and isinstance(node.func.value, ast.Name) and node.func.value.id == host_name
+                and node.func.attr in HOST_OBJECT_ACCESSORS)
+
+    scopes = [n for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda))]
+    for scope in [tree, *scopes]:
+        held = set()   # names bound to a host accessor's result in this scope
+        for node in ast.walk(scope):
+            if isinstance(node, (ast.Assign, ast.AnnAssign, ast.NamedExpr)) and is_accessor_call(node.value):
+                targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+                held |= {t.id for t in targets if isinstance(t, ast.Name)}
+
+        def holds_host_object(node) -> bool:
+            return is_accessor_call(node) or (isinstance(node, ast.Name) and node.id in held)
+
+        for node in ast.walk(scope):
+            if isinstance(node, ast.Attribute) and holds_host_object(node.value):
+                hits.append(f"{node.lineno}: .{node.attr} of a host object")
+            elif isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in PROBES \
+                    and node.args and holds_host_object(node.args[0]):
+                hits.append(f"{node.lineno}: {node.func.id}() of a host object")
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Attribute):
+            on_host = isinstance(node.value, ast.Name) and node.value.id == host_name
+            if on_host and node.attr.startswith("_"):
+                hits.append(f"{node.lineno}: {host_name}.{node.attr} (private to the host package)")
+            elif not on_host and node.attr in HOST_ATTRIBUTES:
+                hits.append(f"{node.lineno}: .{node.attr}")
+        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in PROBES \
+                and len(node.args) > 1 and isinstance(node.args[1], ast.Constant) and node.args[1].value in HOST_ATTRIBUTES:
+            hits.append(f"{node.lineno}: {node.func.id}(..., {node.args[1].value!r})")
+        elif isinstance(node, ast.Name) and node.id in HOST_CLASS_NAMES:
+            hits.append(f"{node.lineno}: {node.id}")
+    return sorted(set(hits), key=lambda h: (int(h.split(":")[0]), h))
+
+
+def test_no_host_probes_outside_the_host_package():
+    hits = []
+    files = [(m, p) for m, p in MODULES.items() if m.startswith("nodes") and not _in_host_package(m)]
+    for mod, path in files + [("", REPO / "__init__.py")]:
+        hits += [f"{path.relative_to(REPO)}:{h}" for h in host_probes(path.read_text())]
+    assert not hits, "host knowledge outside nodes/host/ (ask a function of the host package):\n" + "\n".join(hits)
+
+
+def test_the_host_probe_rule_fails_on_planted_probes():
+    """The rule itself: each planted probe is found, at its line; the pack's legitimate uses are not."""
+    planted = {
+        "spec = cls.INPUT_TYPES()": ".INPUT_TYPES",
+        "out = getattr(cls, 'OUTPUT_NODE', False)": "getattr(..., 'OUTPUT_NODE')",
+        "ok = hasattr(cls, 'GET_BASE_CLASS')": "hasattr(..., 'GET_BASE_CLASS')",
+        "for c in cls.mro(): pass": ".mro",
+        "pe = execution.PromptExecutor": ".PromptExecutor",
+        "from execution import PromptExecutor as P": None,     # an import: the import rule's case
+        "x = PromptServer": "PromptServer",
+        "host._PROVIDERS.clear()": "host._PROVIDERS (private to the host package)",
+        "n = host.node_class(ct).__name__": ".__name__ of a host object",
+        "def f(ct):\n    cls = host.node_class(ct)\n    return cls.whatever": ".whatever of a host object",
+        "def f(ct):\n    cls = host.node_class(ct)\n    return getattr(cls, 'x', 0)": "getattr() of a host object",
+        "self.success = srv.send_sync(1)": ".send_sync",
+    }
+    for src, want in planted.items():
+        got = host_probes(src)
+        if want is None:
+            assert got == [], (src, got)
+        else:
+            assert any(h.endswith(": " + want) for h in got), (src, got)
+    allowed = ("routes = host.routes()\n"
+               "cls = host.node_class(ct)\nmissing = cls is None\n"
+               "schemas = host.NodeClasses()\nspecs = schemas.specs(ct)\n"
+               "class N(io.ComfyNode):\n    @classmethod\n    def validate_inputs(cls, slot=None): return True\n"
+               "t = d['INPUT_TYPES']\nx = node.inputs\n")
+    assert host_probes(allowed) == []
 
 
 _ISOLATED = r"""

@@ -3,8 +3,10 @@ one writes the same cache. Three real ComfyUI workers on one cache root, request
 same moment, each a new seed, reuse=auto (store/run_lease.py, commit.py, rebase.py,
 single_flight.py).
 
-What is measured and printed: failures, text-encoder executions (the counting stand-in, summed
-over the workers), and for segment runs the takes the cache keeps. Nothing here is timed.
+What is measured, printed and asserted: failures, text-encoder executions (the counting stand-in,
+summed over the workers), the cold requests that waited for the encoding run (single flight),
+the current version (the run its manifest names, with that run's text), and for segment runs
+the takes the cache keeps. Nothing here is timed.
 """
 from __future__ import annotations
 
@@ -60,11 +62,20 @@ def test_a_batch_on_three_workers_never_fails_and_encodes_once(comfy_workers):
               f"{len(failed)} failed, text encoder ran {encodes} time(s)")
     assert [r[1] for r in rows] == [[], [], []], rows
     assert [r[2] for r in rows] == [1, 0, N], rows
-    waited = [e["data"]["reason"] for r in cold for e in r.events_of("seedreuse.slot") if "single flight" in
-              e["data"]["reason"]]
-    print(f"cold: {len(waited)} request(s) waited for the run that encoded, then reused its commit")
+    # cold: one run encoded; every other reused, either the commit it found or, having waited
+    # for the run that held the key's claim (single flight), that run's encoding
+    cold_slots = [e["data"] for r in cold for e in r.events_of("seedreuse.slot") if e["data"]["slot"] == "positive"]
+    assert len(cold_slots) == N and sorted(d["action"] for d in cold_slots) == ["encoded"] + ["reused"] * (N - 1), \
+        cold_slots
+    waited = [d for d in cold_slots if "single flight" in d["reason"]]
+    assert all(d["action"] == "reused" for d in waited), waited
+    print(f"cold: {len(waited)} request(s) waited for the run that encoded, then reused its encoding")
+    # different texts: every run committed in turn; the current version is the one the last
+    # commit published, i.e. the version of the run its manifest names, with that run's text
     m = json.loads((root / "batch" / "manifest.json").read_text())
-    assert m["slots"]["positive"]["key"]["fields"]["value:text"] in texts
+    text_of = {r.prompt_id: t for r, t in zip(mixed, texts)}
+    assert m["run"]["prompt_id"] in text_of, m["run"]
+    assert m["slots"]["positive"]["key"]["fields"]["value:text"] == text_of[m["run"]["prompt_id"]]
     assert check(root, "batch") == []
     assert sorted(p.name for p in root.iterdir() if not p.name.startswith(".")) == ["batch"]   # no .tmp/.lock
 

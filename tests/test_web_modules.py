@@ -1,13 +1,27 @@
-"""Static checks of the web extension (web/): small ES modules, one palette, no polling.
+"""The web extension (web/): its ES modules driven by Node's test runner, and its shape.
 
-No browser and no ComfyUI needed (tests/browser/test_browser.py drives the real thing).
+tests/web/*.test.mjs import the modules themselves under `node --test`, with a small fake of the
+browser and of ComfyUI's `app` / `api` (tests/web/fake_host.mjs): importing a submodule has no
+side effect, the entry module registers one extension and hooks only the pack's node types, a
+reuse node's badges are entries of node.badges in the stylesheet's colours, nothing polls,
+requests and their structured errors are read as the server sends them. Here: those tests run,
+and the static shape (small modules, one palette in the stylesheet, no import cycle). No browser
+and no ComfyUI needed (tests/browser/test_browser.py drives the real thing).
 """
 from __future__ import annotations
 
 import re
+import shutil
+import subprocess
 from pathlib import Path
 
+import pytest
+
+from tests.import_cycles import find_cycles
+
 WEB = Path(__file__).resolve().parents[1] / "web"
+NODE_TESTS = Path(__file__).resolve().parent / "web"
+NODE_MIN = (18, 19)   # node --test and module.register
 ENTRY = WEB / "seedreuse.js"
 CSS = WEB / "seedreuse.css"
 MAX_LINES = 400
@@ -54,52 +68,6 @@ def test_one_palette_each_colour_defined_once():
     assert used <= defined, used - defined
 
 
-def test_no_polling_and_no_hand_copied_error_types():
-    for p in JS:
-        code = _code(p.read_text())
-        assert "setInterval" not in code, f"{p.relative_to(WEB)} polls (setInterval)"
-        assert not re.search(r"[\"'](?:\w+Error)[\"']\s*,\s*[\"']\w+Error[\"']", code), \
-            f"{p.relative_to(WEB)} keeps a list of error types; read error.type / error.code as given"
-
-
-def test_submodules_only_export():
-    """ComfyUI imports every .js under web/ as an extension entry point: only the entry module
-    may register the extension or touch the page at import time."""
-    for p in JS:
-        if p == ENTRY:
-            continue
-        code = _code(p.read_text())
-        assert "registerExtension(" not in code, p
-        assert not re.search(r"\bfrom\s+[\"'](?:\.\./)+scripts/", code), \
-            f"{p.relative_to(WEB)} imports the host directly; the entry module binds it (core.bindHost)"
-        depth = 0
-        for line in code.splitlines():
-            if depth == 0 and line.strip() and not re.match(
-                    r"\s*(export\s+|import\s|const\s|let\s|function\s|async\s+function\s|class\s|[}\])]|//)", line):
-                raise AssertionError(f"{p.relative_to(WEB)}: top-level statement {line.strip()!r}")
-            depth += line.count("{") + line.count("(") + line.count("[")
-            depth -= line.count("}") + line.count(")") + line.count("]")
-
-
-def test_badges_go_through_the_node_badge_api():
-    """The badges are entries of node.badges (drawn by LiteGraph, rendered by the Vue node header,
-    beside the host's own badges), never drawn over the node from onDrawForeground."""
-    badges = _code((WEB / "seedreuse" / "badges.js").read_text())
-    assert "node.badges.push(" in badges
-    assert "LGraphBadge" in badges, "use the frontend's badge class when it has one"
-    entry = _code(ENTRY.read_text())
-    hooks = re.findall(r'chain\(proto, "onDrawForeground", function \([^)]*\) \{(.*?)\}, "onDrawForeground"\)',
-                       entry, re.S)
-    assert all("badge" not in h.lower() for h in hooks), hooks
-    # badge_fit.js lays the node's badge row out once on its own offscreen canvas to measure the
-    # host's badges (drawBadges with our entries empty); nothing else draws badges
-    fit = _code((WEB / "seedreuse" / "badge_fit.js").read_text())
-    assert 'document.createElement("canvas")' in fit and "onDrawForeground" not in fit
-    for p in JS:
-        if p.name not in ("badges.js", "badge_fit.js"):
-            assert "drawBadge" not in _code(p.read_text()), p
-
-
 IMPORT = re.compile(r"""\b(?:import|export)\b[^;"']*?\bfrom\s*["']([^"']+)["']|\bimport\s*\(?\s*["']([^"']+)["']""")
 
 
@@ -116,28 +84,6 @@ def _imports(p: Path) -> set[Path]:
     return out
 
 
-def _cycles(graph: dict[Path, set[Path]]) -> list[list[Path]]:
-    """The import cycles a depth-first search closes (one per back edge; none if and only if the
-    graph has no cycle), each as the modules along it, the first repeated at the end."""
-    found, colour, stack = [], {}, []
-
-    def visit(n):
-        colour[n] = "grey"
-        stack.append(n)
-        for m in sorted(graph.get(n, ())):
-            if colour.get(m) == "grey":
-                found.append(stack[stack.index(m):] + [m])
-            elif m not in colour:
-                visit(m)
-        stack.pop()
-        colour[n] = "black"
-
-    for n in sorted(graph):
-        if n not in colour:
-            visit(n)
-    return found
-
-
 def test_no_import_cycles_among_the_modules():
     """ES modules in a circle evaluate in an order that depends on which one the host imports
     first (ComfyUI imports every .js under web/): no module of web/ may reach itself by imports."""
@@ -145,11 +91,26 @@ def test_no_import_cycles_among_the_modules():
     missing = {str(t.relative_to(WEB)) for ts in graph.values() for t in ts if not t.is_file()}
     assert not missing, f"imports of modules that do not exist: {sorted(missing)}"
     assert graph[ENTRY.resolve()], "the entry module imports its submodules"
-    cycles = [" -> ".join(str(p.relative_to(WEB)) for p in c) for c in _cycles(graph)]
+    cycles = [" -> ".join(str(p.relative_to(WEB)) for p in c) for c in find_cycles(graph)]
     assert not cycles, "import cycles among web/ modules:\n" + "\n".join(cycles)
 
 
-def test_the_cycle_finder_finds_a_cycle():
-    a, b, c = Path("/a.js"), Path("/b.js"), Path("/c.js")
-    assert _cycles({a: {b}, b: {c}, c: {a}}) == [[a, b, c, a]]
-    assert _cycles({a: {b}, b: {c}, c: set()}) == []
+def _node() -> str:
+    node = shutil.which("node")
+    if node is None:
+        pytest.fail("Node.js is not installed: install Node.js >= 20 (apt-get install -y nodejs) to run the web "
+                    "extension's tests (tests/web/*.test.mjs)", pytrace=False)
+    return node
+
+
+def test_the_web_modules_pass_their_node_tests():
+    node = _node()
+    version = subprocess.run([node, "--version"], capture_output=True, text=True, check=True).stdout.strip()
+    major, minor = (int(x) for x in version.lstrip("v").split(".")[:2])
+    assert (major, minor) >= NODE_MIN, f"Node.js {version} lacks module.register; install Node.js >= 20"
+    files = sorted(str(p) for p in NODE_TESTS.glob("*.test.mjs"))
+    assert len(files) >= 3, files
+    p = subprocess.run([node, "--test", "--test-reporter=tap", *files], capture_output=True, text=True, timeout=300)
+    summary = dict(re.findall(r"^# (tests|pass|fail) (\d+)$", p.stdout, re.M))
+    assert p.returncode == 0 and summary.get("fail") == "0", p.stdout[-6000:] + p.stderr[-2000:]
+    assert int(summary.get("pass", 0)) >= 10, summary

@@ -120,7 +120,7 @@ def example_graphs() -> dict[str, tuple[dict, str]]:
                                    "the image's reference latent) and the VAE latent of the input image.")
     p = fg.infinitetalk_segments("example.png", seed=42, prompt_text="A woman is talking to the camera, natural "
                                  "head movement", cache_name="infinitetalk", F=81, M=9, total_frames=0, fps=25.0,
-                                 width=832, height=480, steps=20, cfg=5.0, taps=False,
+                                 width=832, height=480, steps=20, cfg=1.0, taps=False,
                                  filename_prefix="video/infinitetalk")
     ex["infinitetalk_segment_reuse"] = (fg.to_stock(p, {
         **WAN_FILES, tm.I2V: "Wan2_1-I2V-14B-480p_fp8_e4m3fn_scaled_KJ.safetensors",
@@ -145,8 +145,9 @@ def example_graphs() -> dict[str, tuple[dict, str]]:
         "the first N segments of the previous video are kept bit-exactly and generation resumes at segment N. "
         "Text, CLIP vision and the audio features are reused from the cache on any worker (no audio encoder "
         "run).\n\n"
-        "For the lightx2v distill LoRA of the official template, put LoraLoaderModelOnly after UNETLoader and "
-        "use 6 steps, cfg 1.")
+        "Keep the KSampler's cfg at 1 (the official template's): ComfyUI 0.33's WanInfiniteTalkToVideo does not "
+        "batch its audio embeddings, so cfg above 1 fails at the first step. For the lightx2v distill LoRA of "
+        "the official template, put LoraLoaderModelOnly after UNETLoader and use 6 steps.")
     return ex
 
 

@@ -11,7 +11,7 @@ from reuse_backend.errors import InvalidRequestError
 from reuse_backend.media import segments as seg
 from reuse_backend.media import video
 from reuse_backend.media.segment_trim import audio_frames, plan_trim
-from seedreuse_lab.bench_merge import synthetic_frames
+from seedreuse_lab.media_samples import synthetic_frames
 
 
 def test_the_segment_example_ends_with_its_10_s_track():

@@ -15,7 +15,8 @@ import torch
 
 from reuse_backend.media import segments as seg
 from reuse_backend.media import video
-from seedreuse_lab.bench_merge import bench_merge, reencode_merge, prefix_psnr, psnr, synthetic_frames
+from seedreuse_lab.bench_merge import bench_merge, prefix_psnr, reencode_merge
+from seedreuse_lab.media_samples import psnr, synthetic_frames
 from reuse_backend.errors import InvalidRequestError, PreviousResultError
 
 F, M, S, W, H, FPS = 9, 3, 4, 64, 48, 25

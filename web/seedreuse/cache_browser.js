@@ -8,7 +8,7 @@
 // It loads when shown, refreshes after every successful run while it is shown and on "Refresh";
 // it never polls. Only exports (the entry module calls installCacheBrowser in setup).
 import { NS, guard, host, noteError } from "./core.js";
-import { errorLines, errorTitle, responseError } from "./errors.js";
+import { errorLines, errorTitle, requestJson } from "./errors.js";
 
 export const TAB_ID = "seedreuse-caches";
 const enc = encodeURIComponent;
@@ -54,27 +54,6 @@ function fmtDate(ts) {
   return typeof ts === "number" ? new Date(ts * 1000).toLocaleString() : "?";
 }
 
-async function call(path, options) {
-  const resp = await host.api.fetchApi(path, options);
-  let body = null;
-  try {
-    body = await resp.json();
-  } catch (_) {
-    body = null;
-  }
-  if (!resp.ok || !body || body.error) {
-    const err = new Error(`SeedReuse ${path}: HTTP ${resp.status}`);
-    err.seedreuse = responseError(resp.status, body);
-    throw err;
-  }
-  return body;
-}
-
-function post(path, body) {
-  return call(path, { method: "POST", headers: { "Content-Type": "application/json" },
-    body: JSON.stringify(body || {}) });
-}
-
 function errorText(e) {
   const err = e && e.seedreuse;
   return err ? [errorTitle(err), ...errorLines(err)].join("\n") : String((e && e.message) || e);
@@ -82,7 +61,7 @@ function errorText(e) {
 
 async function load() {
   try {
-    view.data = await call("/seedreuse/browser");
+    view.data = await requestJson(host.api, "/seedreuse/browser");
     view.error = null;
   } catch (e) {
     view.error = errorText(e);
@@ -267,10 +246,10 @@ async function act(action, name) {
     renderPanel();
     try {
       if (action === "check") {
-        const res = await post(`/seedreuse/caches/${enc(name)}/check`);
+        const res = await requestJson(host.api, `/seedreuse/caches/${enc(name)}/check`, {});
         view.detail[name] = { text: checkLines(res).join("\n"), bad: !res.ok, check: true };
       } else {
-        await post(`/seedreuse/caches/${enc(name)}/delete`, { confirm: name });
+        await requestJson(host.api, `/seedreuse/caches/${enc(name)}/delete`, { confirm: name });
         view.confirm = null;
         NS.lastCacheDelete = name;
         for (const [key, v] of [...view.videos]) {

@@ -61,3 +61,24 @@ export function responseError(status, body) {
   return asError(body && body.error) || { code: null, type: "HTTP", message: `HTTP ${status}`,
     expected: null, actual: null, fix: null, details: {} };
 }
+
+// A pack route through the host's api.fetchApi, its JSON answer read: the body, or an Error
+// whose `seedreuse` is the structured error of the refused request (responseError) when the
+// answer is not OK, not JSON or an {"error": ...} body. `body` (an object) makes it a JSON POST.
+export async function requestJson(api, path, body) {
+  const options = body === undefined ? undefined
+    : { method: "POST", headers: { "Content-Type": "application/json" }, body: JSON.stringify(body) };
+  const resp = await api.fetchApi(path, options);
+  let answer = null;
+  try {
+    answer = await resp.json();
+  } catch (_) {
+    answer = null;
+  }
+  if (!resp.ok || !answer || answer.error) {
+    const err = new Error(`SeedReuse ${path}: HTTP ${resp.status}`);
+    err.seedreuse = responseError(resp.status, answer);
+    throw err;
+  }
+  return answer;
+}

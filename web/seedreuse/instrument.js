@@ -4,7 +4,7 @@
 // output, inside subgraphs too) and shows the report: what was wrapped, what was not and why.
 // Running it again changes nothing. Only exports (the entry module adds the menu item).
 import { NS, host, noteError } from "./core.js";
-import { errorLines, errorTitle, responseError } from "./errors.js";
+import { errorLines, errorTitle, requestJson } from "./errors.js";
 import { activeWorkflow, captureWorkflowState } from "./graph.js";
 import { showToast } from "./toasts.js";
 
@@ -71,20 +71,12 @@ export async function instrumentCurrentGraph() {
   const api = host.api;
   try {
     const workflow = app.graph.serialize();
-    const resp = await api.fetchApi("/seedreuse/instrument", {
-      method: "POST",
-      headers: { "Content-Type": "application/json" },
-      body: JSON.stringify({ workflow, name: workflowName() }),
-    });
-    let body = null;
+    let body;
     try {
-      body = await resp.json();
-    } catch (_) {
-      body = null;
-    }
-    if (!resp.ok || !body || body.error) {
-      const err = responseError(resp.status, body);
-      showToast(`SeedReuse: ${errorTitle(err)}`, errorLines(err).join("\n"));
+      body = await requestJson(api, "/seedreuse/instrument", { workflow, name: workflowName() });
+    } catch (e) {
+      if (!e.seedreuse) throw e;
+      showToast(`SeedReuse: ${errorTitle(e.seedreuse)}`, errorLines(e.seedreuse).join("\n"));
       return null;
     }
     if (body.report.changed) await applyToCurrentWorkflow(app, body.workflow);

@@ -1,0 +1,1 @@
+export const api = globalThis.__seedreuseFakeApi;
