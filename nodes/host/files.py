@@ -16,9 +16,13 @@ _FILE_RE = re.compile(r"^[^\n\r\x00]{1,512}\.[A-Za-z0-9]{1,16}( \[(input|output|
 
 
 def cache_root() -> str:
-    """The configured cache root: $SEEDREUSE_CACHE_ROOT, else <ComfyUI user dir>/seedreuse_cache."""
+    """The configured cache location: $SEEDREUSE_CACHE_URL (``s3://bucket/prefix``: the object
+    store, with the folder below as this host's local tier), else the folder $SEEDREUSE_CACHE_ROOT,
+    else <ComfyUI user dir>/seedreuse_cache."""
     default = os.path.join(folder_paths.get_user_directory(), "seedreuse_cache")
-    return str(roots.resolve_root(os.environ.get(ROOT_ENV) or None, default=default))
+    folder = str(roots.resolve_root(os.environ.get(ROOT_ENV) or None, default=default))
+    roots.set_default_root(folder)
+    return roots.cache_url() or folder
 
 
 # widget value -> (identity prefix, path, kind) of the file it resolved to: finding a model file

@@ -159,7 +159,9 @@ def _moosefs_params(mountpoint: str) -> dict | None:
 
 def _moosefs_problem(mountpoint: str) -> str | None:
     fix = ("mount it with every metadata cache off (mfsmount -o " + ",".join(MOOSEFS_CLIENT_OPTIONS) +
-           "), or use a local disk")
+           "), or, where the platform mounts it and its options cannot be changed (RunPod network volumes), "
+           "put the cache in an object store: SEEDREUSE_CACHE_URL=s3://bucket/prefix (docs/OBJECT_STORAGE.md), "
+           "or use a local disk")
     params = _moosefs_params(mountpoint)
     if params is None:
         return (f"cannot read {mountpoint}/.params, so the MooseFS mount options cannot be verified; {fix}; "
