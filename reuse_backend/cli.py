@@ -19,7 +19,7 @@ import sys
 import time
 
 from .store import roots
-from .store.check import check
+from .store.check import check, print_report
 from .store.probe import probe
 from .errors import ReuseError
 from .store.lock import describe, lock_status
@@ -141,16 +141,7 @@ def cmd_check(root, name, repair: bool) -> int:
         name = f"root {root}"
     else:
         problems = check(root, name, repair=repair)
-    left = [p for p in problems if not p.repaired]
-    for p in problems:
-        print(p)
-    if not problems:
-        print(f"cache '{name}': OK")
-    elif not left:
-        print(f"cache '{name}': repaired, OK")
-    else:
-        print(f"cache '{name}': {len(left)} problem(s)")
-    return 1 if left else 0
+    return print_report(problems, name)
 
 
 def cmd_clear(root, name, yes: bool) -> int:

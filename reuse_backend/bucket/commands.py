@@ -11,6 +11,7 @@ import sys
 import time
 
 from ..errors import ReuseError
+from ..store.check import print_report
 from . import client as clients, location, probe
 from .store import BucketStore
 
@@ -67,17 +68,7 @@ def cmd_check(store: BucketStore, name: str | None, repair: bool) -> int:
     targets = [(ns, n) for _u, ns in store.namespaces() for n in ns.names()] if name is None else [(store, name)]
     for ns, n in targets:
         problems += ns.check(n, repair=repair)
-    label = f"root {store.location}" if name is None else name
-    left = [p for p in problems if not p.repaired]
-    for p in problems:
-        print(p)
-    if not problems:
-        print(f"cache '{label}': OK")
-    elif not left:
-        print(f"cache '{label}': repaired, OK")
-    else:
-        print(f"cache '{label}': {len(left)} problem(s)")
-    return 1 if left else 0
+    return print_report(problems, f"root {store.location}" if name is None else name)
 
 
 def cmd_clear(store: BucketStore, name: str, yes: bool) -> int:

@@ -206,3 +206,18 @@ def check_root(root, *, repair: bool = False, lease_s: float = 120.0,
     left = {(p.code, p.path) for p in after}
     return [Problem(p.code, p.path, p.message, p.fix, True) for p in found
             if (p.code, p.path) not in left] + after
+
+
+def print_report(problems: list, label: str) -> int:
+    """What ``check`` prints (either store): every problem, then the verdict; the exit code
+    (1 while a problem remains)."""
+    left = [p for p in problems if not p.repaired]
+    for p in problems:
+        print(p)
+    if not problems:
+        print(f"cache '{label}': OK")
+    elif not left:
+        print(f"cache '{label}': repaired, OK")
+    else:
+        print(f"cache '{label}': {len(left)} problem(s)")
+    return 1 if left else 0
