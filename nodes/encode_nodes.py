@@ -171,7 +171,11 @@ class _EncodeOrReuse(io.ComfyNode):
             # Served from the committed version read at decision time; no transaction is
             # needed. If this prompt commits (another slot or a segment run staged something),
             # the commit carries this slot forward when its key still matches (carry.py).
-            value, load_s, d.value = d.value, d.load_seconds, None   # loaded and checked by _decision
+            value, load_s = d.value, d.load_seconds   # loaded and checked by _decision
+            if not d.adopted:
+                # a committed slot is read again from the snapshot when needed; an adopted one
+                # (single flight, possibly not committed anywhere yet) has only this copy
+                d.value = None
             if value is None:
                 value, load_s = inspect_slot(ctx.snapshot(session.root, session.name), cache_name=session.name,
                                              slot=slot, io_type=cls.IO.io_type, load=True)
