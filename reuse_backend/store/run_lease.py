@@ -119,6 +119,12 @@ def _why_dead(tmp: Path, entry: str, lease_s: float) -> str | None:
         st = lock_status(path, lease_s)
         kind = "run lease" if entry.endswith(LEASE_SUFFIX) else "single-flight claim"
         return f"stale {kind}: {st['reason']}" if st["state"] == "stale" else None
+    if ENTRY_PART in entry:
+        # an entry is written only while its claim is held (single_flight.Claimed.publish): a part
+        # whose claim is not live belongs to a holder that died (or was fenced) while writing it
+        st = lock_status(tmp / (entry.split(ENTRY_PART)[0] + CLAIM_SUFFIX), lease_s)
+        if st["state"] != "live":
+            return "unfinished single-flight entry of a claim that is gone"
     if not os.path.isdir(path) or os.path.islink(path) or ENTRY_PART in entry:
         try:
             age = time.time() - os.lstat(path).st_mtime

@@ -130,3 +130,39 @@ def test_publish_needs_the_claim_and_never_fails_the_run(tmp_path):
     got2.release()
     tx.discard()
     assert entries(tmp_path) == ["a"]
+
+
+def test_a_holder_killed_while_writing_its_entry_leaves_nothing_after_recovery(tmp_path):
+    """Killed between the entry's part and its rename (the soak's kill:late saw it): the part is
+    kept while its claim is live and removed by the next recovery once the claim is gone, without
+    waiting out a lease (it was left behind after a burst before)."""
+    cache = Cache(tmp_path, "a")
+    got, tx = _holder_stages(cache)
+    final = single_flight.entry_path(cache, "text", KEY["digest"])
+
+    def killed(op, path):
+        if op == "rename" and ".entry.part-" in path:
+            raise KeyboardInterrupt("killed")             # leaves the part, as SIGKILL would
+    fsops.set_hook(killed)
+    try:
+        got.publish(tx, "text")
+    except KeyboardInterrupt:
+        pass
+    finally:
+        fsops.clear_hook()
+    parts = [p for p in os.listdir(cache.paths.tmp) if ".entry.part-" in p]
+    assert len(parts) == 1 and not final.exists()
+    Cache(tmp_path, "a").recover()
+    assert parts[0] in os.listdir(cache.paths.tmp)     # its claim is live: the holder may still run
+    got.lock.release()                                  # the claim gone without its cleanup
+    got.lock = None
+    tx.discard()
+    assert parts[0] in [p.name for p, _ in single_flight_dead(cache)]   # check sees it too
+    done = Cache(tmp_path, "a").recover()
+    assert any("single-flight entry" in d or parts[0] in d for d in done), done
+    assert entries(tmp_path) == [] and check(tmp_path, "a") == []
+
+
+def single_flight_dead(cache):
+    from reuse_backend.store import run_lease
+    return run_lease.dead_entries(cache.paths, cache.lease_s)
