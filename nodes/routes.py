@@ -21,11 +21,11 @@ import json
 
 from aiohttp import web
 
+from ..reuse_backend import stores
 from ..reuse_backend.store import roots
 from ..reuse_backend.errors import InvalidRequestError, ReuseError, UnknownUserError
 from ..reuse_backend.keys.graph_key import is_link, number_problem
 from ..reuse_backend.media import segment_takes
-from ..reuse_backend.store import Cache, committed_caches
 from . import host
 from .dry_run import MAX_BODY_BYTES, PREFIX, RequestTooLargeError, dry_run
 from . import auto_mode, cache_routes, instrument_route, users
@@ -69,6 +69,22 @@ def summarize(snapshot) -> dict:
     return {"name": m["name"], "version": m["version"], "created_at": m["created_at"], "run": m["run"],
             "slots": slots, "boundaries": sorted(int(i) for i in (m.get("boundaries") or {})),
             "sections": sections, "files": files, "total_bytes": sum(f["bytes"] for f in files.values())}
+
+
+def committed_names(root) -> list[str]:
+    """GET /seedreuse/caches: the committed caches of ``root`` (a folder or a bucket location)."""
+    return stores.at(root).committed()
+
+
+def cache_summary(root, name: str) -> dict:
+    """GET /seedreuse/caches/{name}: the summary of the committed version, or committed false."""
+    snap = stores.open_cache(root, name).snapshot()
+    if snap is None:
+        return {"name": name, "committed": False}
+    try:
+        return {"committed": True, **summarize(snap)}
+    finally:
+        snap.close()
 
 
 class RefusedNumber(str):
@@ -199,27 +215,25 @@ def register() -> None:
 
     @routes.get("/seedreuse/caches")
     async def list_caches(request):
-        # committed caches only: never .tmp / .old / .lock, symlinks or foreign files; with
-        # --multi-user only the requesting user's namespace (users.py)
+        # committed caches only (a folder: never .tmp / .old / .lock, symlinks or foreign files;
+        # a bucket: never a cleared one); with --multi-user only the requesting user's namespace
+        # (users.py). The store (stores.at) decides; its I/O runs off the event loop.
         try:
             root = users.root_of_request(request)
+            names = await asyncio.get_running_loop().run_in_executor(None, committed_names, root)
         except ReuseError as e:
             return _error(e)
-        return web.json_response({"caches": committed_caches(root)})
+        return web.json_response({"caches": names})
 
     @routes.get("/seedreuse/caches/{name}")
     async def get_cache(request):
         try:
             name = roots.validate_cache_name(request.match_info["name"])
-            snap = Cache(users.root_of_request(request), name).snapshot()
+            root = users.root_of_request(request)
+            answer = await asyncio.get_running_loop().run_in_executor(None, cache_summary, root, name)
         except ReuseError as e:
             return _error(e)
-        if snap is None:
-            return web.json_response({"name": name, "committed": False})
-        try:
-            return web.json_response({"committed": True, **summarize(snap)})
-        finally:
-            snap.close()
+        return web.json_response(answer)
 
     @routes.get("/seedreuse/caches/")
     async def get_cache_empty_name(request):

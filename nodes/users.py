@@ -36,7 +36,7 @@ UNKNOWN_USER_STATUS = 403
 
 
 def root_for(user: str | None) -> str:
-    """The folder of ``user``'s caches under the configured cache root."""
+    """Where ``user``'s caches live under the configured location (a folder, or a bucket prefix)."""
     return str(namespaces.user_root(host.cache_root(), user))
 
 
