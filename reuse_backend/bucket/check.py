@@ -1,8 +1,9 @@
 """``check`` of one cache on a bucket, optionally repaired: the folder store's check, for objects.
 
 Found: a newest commit record that does not validate (``invalid_record``); an object of the
-current version missing, of the wrong size or of other content (every file is fetched through
-the local tier, which hashes it: ``missing_object``, ``bad_object``); a take index that does not
+current version missing, of the wrong size or of other content (every object is downloaded and
+hashed, also one this host holds: the bucket's object is checked, not this host's copy;
+``missing_object``, ``bad_object``); a take index that does not
 match the version (``bad_take_index``); what a collection would remove (``collectable``: data
 objects no kept record names whose runs are gone, superseded records, stale leases).
 
@@ -58,7 +59,7 @@ def scan(cache, *, verify: bool = True) -> list[Problem]:
                 continue
             if verify:
                 try:
-                    cache.tier.fetch(cache.client, cache.keys, fname, rel, entry)
+                    cache.tier.fetch(cache.client, cache.keys, fname, rel, entry, again=True)
                 except CorruptCacheError as e:
                     out.append(Problem("bad_object", _where(cache, key), e.message, _clear_fix(cache)))
     rep = collect.collect(cache, dry_run=True)

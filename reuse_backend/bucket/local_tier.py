@@ -75,11 +75,14 @@ class LocalTier:
         return self.root / "staging" / cache_id(keys)
 
     # ------------------------------------------------------------------ fetching
-    def fetch(self, client: Client, keys: CacheKeys, fname: str, rel: str, entry: dict) -> Path:
-        """The local blob of ``fname`` (object ``rel`` of the cache), downloaded when missing."""
+    def fetch(self, client: Client, keys: CacheKeys, fname: str, rel: str, entry: dict, *,
+              again: bool = False) -> Path:
+        """The local blob of ``fname`` (object ``rel`` of the cache), downloaded when missing.
+        ``again``: downloaded and checked even when this host holds it (``check`` verifies the
+        bucket's object, not this host's copy; the copy is replaced by the same content)."""
         sha, size = entry["sha256"], entry["bytes"]
         path = self.blob(sha)
-        if self.has(sha, size):
+        if not again and self.has(sha, size):
             try:
                 os.utime(path)              # its last use, for the tier's LRU
             except OSError:
