@@ -22,7 +22,7 @@ import uuid
 from dataclasses import dataclass
 
 from ..errors import CorruptCacheError, ReuseError
-from ..store import roots, usage
+from ..store import lock_file, roots, usage
 from . import collect, leases, log as commit_log
 
 log = logging.getLogger("seedreuse")
@@ -70,11 +70,15 @@ def survey(open_cache, client, loc) -> list[CacheInfo]:
 
 
 def in_use(cache) -> str | None:
+    """Why the cache is in use now (a live run or reader lease), in the folder store's words
+    (store/evict.py ``in_use``), or None. A look, not a hold: a run may begin right after it."""
     runs, _ = leases.live(cache.client, cache.keys.lease_prefix, cache.lease_s)
     if runs:
-        return f"being written by run {runs[0].get('run_id')}"
+        return f"being written by {lock_file.describe(runs[0])}"
     readers, _ = leases.live(cache.client, cache.keys.reader_prefix, cache.lease_s)
-    return f"read by {len(readers)} reader(s)" if readers else None
+    if not readers:
+        return None
+    return f"read by {len(readers)} reader(s) (host {readers[0].get('host')} pid {readers[0].get('pid')})"
 
 
 def enforce(open_cache, client, loc, budget: int | None, *, exclude=(), dry_run: bool = False) -> list[CacheInfo]:

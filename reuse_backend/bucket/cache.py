@@ -198,16 +198,17 @@ class BucketCache:
         return self.recover_leftovers(run_id) + collect.collect(self).done
 
     def clear(self, run_id: str | None = None) -> list[str]:
-        """Publish a cleared record (then collect), refused while a live run or reader uses it."""
-        runs, _ = leases.live(self.client, self.keys.lease_prefix, self.lease_s)
-        readers, _ = leases.live(self.client, self.keys.reader_prefix, self.lease_s)
-        if runs or readers:
-            who = (runs or readers)[0]
-            raise CacheBusyError(
-                f"cache '{self.name}' was not cleared: it is {'being written' if runs else 'read'} by run "
-                f"{who.get('run_id')} on host {who.get('host')}", expected="no live writer and no open reader",
-                actual=who, fix="wait for that run or reader to finish, then clear again",
-                details={"cache": self.name})
+        """Publish a cleared record (then collect), refused while a live run or reader uses it
+        (CacheBusyError with the folder store's reason, budget.in_use). What this does not
+        guarantee: the look and the record are two steps; a reader that opens in between reads
+        the version it leased (collect.py keeps it), and a run that began in between rebases onto
+        the cleared state."""
+        why = budget.in_use(self)
+        if why:
+            raise CacheBusyError(f"cache '{self.name}' was not cleared: it is {why}",
+                                 expected="no live writer and no open reader of the cache", actual=why,
+                                 fix="wait for that run or reader to finish (a worker serving a prompt from this "
+                                     "cache), then clear again", details={"cache": self.name})
         done = collect.publish_state(self, "cleared", run_id or f"clear-{uuid.uuid4().hex}")
         self.tier.forget(self.keys)
         return done + collect.collect(self).done
