@@ -7,34 +7,12 @@ newest records name, last use the newest of the commit time and the hosts' ``use
 """
 from __future__ import annotations
 
-from ..errors import CacheBusyError, NoCommittedCacheError, ReuseError
-from ..store import namespaces, usage
+from ..errors import CacheBusyError, ReuseError
+from ..store import evict, namespaces, usage
 from ..store.cache import default_lease_s
+from ..store.folder_store import busy, no_cache
 from . import budget, check as checking, client as clients, collect, location
 from .cache import BucketCache
-
-
-class GcReport:
-    """The folder store's gc report shape (evict.Report's fields) for a namespace on a bucket."""
-
-    def __init__(self, root: str, budget_bytes, rows, dry_run: bool):
-        self.root, self.budget, self.dry_run, self.cleaned = root, budget_bytes, dry_run, []
-        self.caches = rows
-        self.bytes_before = sum(r.bytes for r in rows)
-        self.bytes_after = sum(r.bytes for r in rows if r.action not in ("evicted", "would_evict"))
-
-    @property
-    def over_budget(self) -> bool:
-        return self.budget is not None and self.bytes_after > self.budget
-
-    def evicted(self) -> list[str]:
-        return [r.name for r in self.caches if r.action == "evicted"]
-
-    def to_dict(self) -> dict:
-        return {"root": self.root, "budget": self.budget, "dry_run": self.dry_run, "bytes_before": self.bytes_before,
-                "bytes_after": self.bytes_after, "over_budget": self.over_budget, "cleaned": self.cleaned,
-                "caches": [{"name": r.name, "bytes": r.bytes, "last_used": r.last_use,
-                            "action": r.action.replace(" ", "_"), "why": r.why} for r in self.caches]}
 
 
 class BucketStore:
@@ -116,24 +94,27 @@ class BucketStore:
         return []          # a bucket has no root-level state of its own: each cache holds its keys
 
     def delete(self, name: str) -> int:
+        """The cache browser's delete (BucketCache.clear), with the folder store's errors."""
         cache = self.cache(name)
         inf = budget.info(cache)
         if not inf.committed:
-            raise NoCommittedCacheError(f"cache '{name}' has no committed version", expected="a committed cache",
-                                        actual="none", fix="pick a cache from GET /seedreuse/browser")
+            raise no_cache(name)
         try:
             cache.clear()
         except CacheBusyError as e:
-            raise CacheBusyError(e.message.replace("was not cleared", "was not deleted"), expected=e.expected,
-                                 actual=e.actual, fix=e.fix, details=e.details) from None
+            raise busy(name, e.actual) from None
         return inf.bytes
 
-    def gc(self, budget_bytes: int | None, *, dry_run: bool = False) -> GcReport:
+    def gc(self, budget_bytes: int | None, *, dry_run: bool = False) -> evict.Report:
+        """Collect what dead runs left in each cache, then the budget (budget.enforce); the folder
+        store's report (store/evict.py ``Report``): committed caches, least recently used first."""
         cleaned = []
         if not dry_run:
             for n in self.names():
                 cleaned += collect.collect(self.cache(n, lease_s=default_lease_s())).done
         rows = budget.enforce(self.cache, self.client, self.loc, budget_bytes, dry_run=dry_run)
-        rep = GcReport(self.location, budget_bytes, rows, dry_run)
-        rep.cleaned = cleaned
-        return rep
+        entries = [evict.Entry(r.name, r.bytes, r.last_use, "error" if r.error else r.action, r.error or r.why)
+                   for r in sorted((r for r in rows if r.committed or r.error), key=lambda r: r.last_use or 0.0)]
+        kept = sum(e.bytes for e in entries if e.action not in ("evicted", "would_evict"))
+        return evict.Report(self.location, budget_bytes, sum(e.bytes for e in entries), kept, dry_run,
+                            entries, cleaned)

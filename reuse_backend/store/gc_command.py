@@ -69,7 +69,7 @@ def run(args, root, lease_s: float) -> int:
         return 2
     # the shared namespace, then each user's (--multi-user): each is budgeted on its own, so
     # one user's caches never make room for another's (namespaces.py)
-    if roots.is_url(root):          # the object store: the same report (bucket/store.py's GcReport)
+    if roots.is_url(root):          # the object store: the same report (evict.Report, bucket/store.py)
         reps = [(user, ns.gc(budget, dry_run=args.dry_run)) for user, ns in _bucket_store(root).namespaces()]
     else:
         reps = [(user, evict.enforce(ns, budget, lease_s=lease_s, dry_run=args.dry_run))
