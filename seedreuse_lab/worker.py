@@ -464,17 +464,25 @@ class ComfyWorker:
         return f"ComfyWorker({self.name!r}, port={self.port}, alive={self.alive()})"
 
     # ------------------------------------------------------------------ HTTP
-    def _request(self, method: str, path: str, data: Any = None, timeout: float = 30):
-        body = None if data is None else json.dumps(data).encode()
-        headers = dict(self.headers)          # e.g. {"comfy-user": id} on a --multi-user server
+    def request(self, method: str, path: str, data: Any = None, headers: dict | None = None,
+                timeout: float = 60) -> tuple[int, dict, bytes]:
+        """(status, response headers, body) of one request, an error status included. ``data``:
+        sent as JSON, or as it is when bytes; ``headers`` go over the worker's own ``headers``."""
+        body = None if data is None else (data if isinstance(data, bytes) else json.dumps(data).encode())
+        sent = dict(self.headers)             # e.g. {"comfy-user": id} on a --multi-user server
         if body:
-            headers["Content-Type"] = "application/json"
-        req = urllib.request.Request(self.url + path, data=body, method=method, headers=headers)
+            sent["Content-Type"] = "application/json"
+        sent.update(headers or {})
+        req = urllib.request.Request(self.url + path, data=body, method=method, headers=sent)
         try:
             with urllib.request.urlopen(req, timeout=timeout) as r:
-                return r.status, r.read()
+                return r.status, dict(r.headers), r.read()
         except urllib.error.HTTPError as e:
-            return e.code, e.read()
+            return e.code, dict(e.headers), e.read()
+
+    def _request(self, method: str, path: str, data: Any = None, timeout: float = 30):
+        status, _, raw = self.request(method, path, data, timeout=timeout)
+        return status, raw
 
     def get_json(self, path: str, timeout: float = 30) -> Any:
         status, raw = self._request("GET", path, timeout=timeout)

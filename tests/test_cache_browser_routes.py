@@ -14,8 +14,6 @@ from __future__ import annotations
 
 import json
 import os
-import urllib.error
-import urllib.request
 import uuid
 
 import pytest
@@ -38,15 +36,8 @@ def seg_prompt(seed: int, name: str, n: int = 0) -> dict:
 
 
 def request(w, method: str, path: str, data=None, headers: dict | None = None):
-    """(status, headers, body bytes) of one request."""
-    body = None if data is None else (data if isinstance(data, bytes) else json.dumps(data).encode())
-    req = urllib.request.Request(w.url + path, data=body, method=method,
-                                 headers={"Content-Type": "application/json", **(headers or {})})
-    try:
-        with urllib.request.urlopen(req, timeout=60) as r:
-            return r.status, dict(r.headers), r.read()
-    except urllib.error.HTTPError as e:
-        return e.code, dict(e.headers), e.read()
+    """(status, headers, body bytes) of one request (seedreuse_lab/worker.py)."""
+    return w.request(method, path, data, headers)
 
 
 def error_of(raw: bytes) -> dict:
