@@ -3,8 +3,8 @@
 GET  /seedreuse/browser                  every cache of the requesting user: allocated size, last use,
                                          slots, segments, takes, result, the run that made it, in use
 GET  /seedreuse/budget                   that user's root: allocated bytes, budget, disk free
-GET  /seedreuse/caches/{name}/result     the committed result video (``?take=k``: kept take k's),
-                                         streamed from the pinned snapshot (Range: one byte range)
+GET  /seedreuse/caches/{name}/result     the latest take's saved output video (``?take=k``: kept take
+                                         k's), streamed from the pinned snapshot (Range: one byte range)
 POST /seedreuse/caches/{name}/check      check() of that cache (the CLI's ``check NAME``)
 POST /seedreuse/caches/{name}/delete     ``{"confirm": name}``: the safe eviction (evict.evict_cache)
 
@@ -13,7 +13,11 @@ Invariants: every route resolves caches under the requesting user's root only
 roots.validate_cache_name) and never paths. The result route serves only a file the committed
 manifest lists as a result (``result.mp4`` or a take record's ``result``), read through the
 reader's pinned fd: a symlink, a name outside the version or a file of another version is never
-opened, and no more than the manifest's byte count is sent. A delete needs the cache's name as
+opened, and no more than the manifest's byte count is sent. What it serves is what the user saved:
+the cache keeps a take's untrimmed result (resumes chain from it), and where Prefix Merge cut the
+last segment's surplus past the audio's end, the route makes the same cut (packet copy) into an
+unlinked temp file per request (media/take_output.py); the list and the takes report the saved
+``output_frames`` beside the cached ``frames``, with the trim's outcome. A delete needs the cache's name as
 confirmation and goes through the eviction path (under the writer lock, renamed out of the
 namespace, then deleted), so a cache with a live writer or reader is refused with the reason.
 Problem paths in answers are relative to the user's root. Filesystem work runs off the event loop.
@@ -32,7 +36,7 @@ from aiohttp import web
 
 from ..reuse_backend.errors import (CacheBusyError, InvalidRequestError, NoCommittedCacheError, ReuseError,
                                    UnknownUserError)
-from ..reuse_backend.media import segment_takes
+from ..reuse_backend.media import segment_takes, take_output
 from ..reuse_backend import stores
 from ..reuse_backend.store import roots, take_index
 from . import host, users
@@ -68,7 +72,7 @@ def _segments(m: dict) -> dict | None:
         return None
     spec = seg.get("spec") if isinstance(seg.get("spec"), dict) else {}
     return {"S": spec.get("S"), "F": spec.get("F"), "M": spec.get("M"), "fps": spec.get("fps"),
-            "frames": seg.get("frames"), "seed": seg.get("seed"), "take": seg.get("take"),
+            "frames": seg.get("frames"), **take_output.saved(seg), "seed": seg.get("seed"), "take": seg.get("take"),
             "reused_prefix_segments": seg.get("reused_prefix_segments"), "has_audio": seg.get("has_audio")}
 
 
@@ -80,24 +84,28 @@ def _takes(m: dict) -> list[dict] | None:
     for r in recs:
         s = segment_takes.section_of(m, r)      # the latest take's is sections.segments
         out.append({"take": r["take"], "result": r["result"], "seed": s.get("seed"), "frames": s.get("frames"),
+                    **take_output.saved(s),
                     "segments": (s.get("spec") or {}).get("S") if isinstance(s.get("spec"), dict) else None,
                     "source_take": s.get("source_take"), "bytes": m["files"].get(r["result"], {}).get("bytes")})
     return out
 
 
-def result_file(m: dict, take: int | None = None) -> str | None:
-    """The manifest-listed result of the latest take (or of kept take ``take``), or None."""
+def result_of(m: dict, take: int | None = None) -> tuple[str | None, dict]:
+    """The manifest-listed result of the latest take (or of kept take ``take``), or None, and that
+    take's segment section ({} when the version records none)."""
     recs = take_index.records(m) or []
     if take is not None:
-        name = next((r["result"] for r in recs if r["take"] == take), None)
+        rec = next((r for r in recs if r["take"] == take), None)
     else:
-        name = recs[0]["result"] if recs else take_index.RESULT
-    return name if name is not None and name in m["files"] else None
+        rec = recs[0] if recs else {"result": take_index.RESULT, "segments": segment_takes.IN_SECTION}
+    if rec is None or rec["result"] not in m["files"]:
+        return None, {}
+    return rec["result"], segment_takes.section_of(m, rec)
 
 
 def describe_manifest(m: dict) -> dict:
     files = m["files"]
-    res = result_file(m)
+    res = result_of(m)[0]
     return {"version": m["version"], "created_at": m["created_at"], "run": m["run"],
             "slots": {s: {"file": e["file"], "bytes": files.get(e["file"], {}).get("bytes")}
                       for s, e in sorted(m["slots"].items())},
@@ -176,26 +184,41 @@ def _take_param(request) -> int | None:
 
 
 def _open_result(root, name: str, take: int | None):
-    """(snapshot with a reader lease, file name, bytes); NoCommittedCacheError when there is none."""
+    """(snapshot with a reader lease, file name, the saved output open for reading, its bytes);
+    NoCommittedCacheError when there is none. The saved output is the committed result read
+    through the pinned fd, or (the take's output was trimmed at the audio's end) the same cut
+    Prefix Merge saved, made from it into an unlinked temp file (take_output.open_saved)."""
     snap = stores.open_cache(root, name).snapshot()   # leased: an eviction waits for the stream to end
     if snap is None:
         raise _no_cache(name)
-    fname = result_file(snap.manifest, take)
-    if fname is None:
+    try:
+        fname, section = result_of(snap.manifest, take)
+        if fname is None:
+            what = f"take {take}" if take is not None else "result video"
+            raise NoCommittedCacheError(f"cache '{name}' has no {what}", expected="a result video in the manifest",
+                                        actual=sorted(snap.manifest["files"]) if take is None else "no such take",
+                                        fix="run a workflow with Prefix Merge into this cache")
+        f = snap.open_file(fname)            # the pinned fd: the committed file, never a reopen by name
+        try:
+            cut = take_output.open_saved(f, section)
+        except BaseException:
+            f.close()
+            raise
+        if cut is None:
+            return snap, fname, f, snap.manifest["files"][fname]["bytes"]
+        f.close()
+        return snap, fname, *cut
+    except BaseException:
         snap.close()
-        what = f"take {take}" if take is not None else "result video"
-        raise NoCommittedCacheError(f"cache '{name}' has no {what}", expected="a result video in the manifest",
-                                    actual=sorted(snap.manifest["files"]) if take is None else "no such take",
-                                    fix="run a workflow with Prefix Merge into this cache")
-    return snap, fname, snap.manifest["files"][fname]["bytes"]
+        raise
 
 
 async def stream_result(request, root, name: str, take: int | None):
-    snap, fname, size = await _off_loop(_open_result, root, name, take)
+    snap, fname, f, size = await _off_loop(_open_result, root, name, take)
     try:
         rng = parse_range(request.headers.get("Range"), size)
         headers = {"Content-Type": RESULT_TYPE, "Accept-Ranges": "bytes", "Cache-Control": "no-store",
-                   "ETag": f'"{snap.version}-{fname}"', "X-Content-Type-Options": "nosniff",
+                   "ETag": f'"{snap.version}-{fname}-{size}"', "X-Content-Type-Options": "nosniff",
                    "Content-Disposition": f'inline; filename="{name}-{fname}"'}
         if rng is False:
             return web.Response(status=416, headers={"Content-Range": f"bytes */{size}"})
@@ -208,7 +231,6 @@ async def stream_result(request, root, name: str, take: int | None):
         await resp.prepare(request)
         if request.method == "HEAD":
             return resp
-        f = snap.open_file(fname)            # the pinned fd: the committed file, never a reopen by name
         try:
             f.seek(start)
             left = length
@@ -223,10 +245,9 @@ async def stream_result(request, root, name: str, take: int | None):
             pass
         except OSError as e:                 # headers are sent: the client sees a short body
             log.warning("seedreuse: streaming %s of cache '%s' failed: %s", fname, name, e)
-        finally:
-            f.close()
         return resp
     finally:
+        f.close()
         await _off_loop(snap.close)
 
 

@@ -10,7 +10,7 @@ segments with their validity for the current graph and its longest valid prefix
 from __future__ import annotations
 
 from ..reuse_backend.errors import CorruptCacheError, InvalidRequestError, ReuseError
-from ..reuse_backend.media import segments
+from ..reuse_backend.media import segments, take_output
 from ..reuse_backend.media.segment_plan import RESULT_FILE, SECTION, make_spec, plan_resume, valid_prefixes
 from ..reuse_backend.media.segment_report import assumed_request, takes_report
 from ..reuse_backend.media.segment_trim import plan_trim
@@ -70,6 +70,7 @@ def segment_answer(view, nid, snaps, ends: dict | None = None) -> dict:
         prev = section.get("spec") or {}
         if prev:
             out["previous"] = {"segments": prev.get("S"), "frames": section.get("frames"),
+                               "output_frames": take_output.saved(section)["output_frames"],
                                "seed": section.get("seed"), "segment_starts": section.get("segment_starts"),
                                "result": RESULT_FILE}
         audio_expected = "audio" in inputs

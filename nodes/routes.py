@@ -25,7 +25,7 @@ from ..reuse_backend import stores
 from ..reuse_backend.store import roots
 from ..reuse_backend.errors import InvalidRequestError, ReuseError, UnknownUserError
 from ..reuse_backend.keys.graph_key import is_link, number_problem
-from ..reuse_backend.media import segment_takes
+from ..reuse_backend.media import segment_takes, take_output
 from . import host
 from .dry_run import MAX_BODY_BYTES, PREFIX, RequestTooLargeError, dry_run
 from . import auto_mode, cache_routes, instrument_route, users
@@ -45,7 +45,8 @@ def _take_summary(m: dict, t: dict) -> dict:
     sec = segment_takes.section_of(m, t)        # the latest take's section is sections.segments
     return {"take": t.get("take"), "result": t.get("result"),
             "boundaries": sorted(int(i) for i in (t.get("boundaries") or {})),
-            **{k: sec.get(k) for k in ("seed", "frames", "source_take")}, "segments": (sec.get("spec") or {}).get("S")}
+            **{k: sec.get(k) for k in ("seed", "frames", "source_take")}, **take_output.saved(sec),
+            "segments": (sec.get("spec") or {}).get("S")}
 
 
 def summarize(snapshot) -> dict:

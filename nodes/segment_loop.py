@@ -23,7 +23,7 @@ from .graph_view import (END_ID, PROMPT_ID, START_ID, GraphView, find_end_node, 
                          segment_key, segment_prompts, segment_static_key)
 from .host import io
 from .segment_state import (LoopState, LoopType, SegmentNode, SegmentType, SegmentsType, SegmentValue, SegmentsResult,
-                            expand_next_iteration)
+                            expand_next_iteration, loop_input)
 from .session_node import SessionType
 
 
@@ -150,7 +150,7 @@ class SeedReuseBoundarySave(SegmentNode):
             "Saves the exact motion state the next segment consumes (last M frames, and their "
             "latent if given) into the run's staging cache, for a later resume.",
             inputs=[
-                LoopType.Input("loop", tooltip="From Segment Loop Start."),
+                loop_input(),
                 io.Image.Input("images", tooltip="The F decoded frames of this segment."),
                 io.Latent.Input("motion_latent", optional=True,
                                 tooltip="Optional latent of the last M frames, if the body computes it."),
@@ -189,8 +189,7 @@ class SeedReuseSegmentLoopEnd(SegmentNode):
             "Closes the segment loop: stores this segment's new frames and runs the body again "
             "for the next segment until the video is complete.",
             inputs=[
-                LoopType.Input("loop", tooltip="From Segment Loop Start (the loop's first node).",
-                               extra_dict={"rawLink": True}),
+                loop_input(" (the loop's first node)", extra_dict={"rawLink": True}),
                 SegmentType.Input("segment", tooltip="From Boundary Save."),
             ],
             outputs=[
@@ -243,7 +242,7 @@ class SeedReuseSegmentPrompt(SegmentNode):
             "The prompt of the segment being generated: line i of prompts for segment i (the last "
             "line repeats). A resume keeps the segments whose lines did not change.",
             inputs=[
-                LoopType.Input("loop", tooltip="From Segment Loop Start (this node belongs to the loop body)."),
+                loop_input(" (this node belongs to the loop body)"),
                 io.String.Input("prompts", multiline=True, default="",
                                 tooltip="One prompt per line: line i for segment i; the last line repeats for later "
                                         "segments. Changing line k keeps segments 0..k-1 reusable."),

@@ -30,6 +30,13 @@ class SegmentNode(io.ComfyNode):
     def fingerprint_inputs(cls, **kw):
         return host.local_only(transactions.global_epoch())
 
+def loop_input(where: str = "", **options):
+    """The loop link that every node of the loop body takes from Segment Loop Start (Boundary
+    Save, Segment Loop End, Segment Prompt): one input name, type and tooltip for all of them
+    (``where`` adds to the tooltip, ``options`` to the input)."""
+    return LoopType.Input("loop", tooltip=f"From Segment Loop Start{where}.", **options)
+
+
 @dataclass
 class LoopState:
     session: Session

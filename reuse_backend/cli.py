@@ -16,7 +16,6 @@ import argparse
 import json
 import os
 import sys
-import time
 
 from .store import roots
 from .store.check import check, print_report
@@ -27,20 +26,9 @@ from .store import Cache, list_caches
 from .store import gc_command, namespaces, usage
 from .store.cache import default_lease_s
 from .store.check import check_root
+from .store import display
 from .store.readers import live_readers
 from .workflow import command as instrument_command
-
-
-def _when(ts) -> str:
-    return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(ts)) if isinstance(ts, (int, float)) else "?"
-
-
-def _size(n: int) -> str:
-    for unit in ("B", "KiB", "MiB", "GiB"):
-        if n < 1024 or unit == "GiB":
-            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
-        n /= 1024
-    return str(n)
 
 
 def _lock_line(cache: Cache) -> str:
@@ -65,9 +53,9 @@ def cmd_list(root) -> int:
                 else:
                     m = snap.manifest
                     total = sum(e["bytes"] for e in m["files"].values())
-                    state = (f"version {m['version'][:12]} from {_when(m['created_at'])}, "
+                    state = (f"version {m['version'][:12]} from {display.when(m['created_at'])}, "
                              f"{len(m['slots'])} slot(s), {len(m['boundaries'])} boundary(ies), "
-                             f"{_size(total)}")
+                             f"{display.size(total)}")
         except ReuseError as e:
             state = f"UNUSABLE: {e.message}"
         print(f"  {name:<24} {state}; {_usage_line(cache)}; lock {_lock_line(cache)}")
@@ -79,8 +67,8 @@ def _usage_line(cache: Cache) -> str:
     if not os.path.isdir(cache.paths.current):
         return "size -"
     n = len(live_readers(cache.root, cache.name, cache.lease_s))
-    return (f"size {_size(usage.tree_size(cache.paths.current))}, last used "
-            f"{_when(usage.last_used(cache.paths.current))}" + (f", {n} reader(s)" if n else ""))
+    return (f"size {display.size(usage.tree_size(cache.paths.current))}, last used "
+            f"{display.when(usage.last_used(cache.paths.current))}" + (f", {n} reader(s)" if n else ""))
 
 
 class _Empty:
@@ -113,7 +101,7 @@ def show_manifest(snap) -> None:
     """The committed version of one cache, as ``inspect`` prints it (either store)."""
     m = snap.manifest
     run = m["run"]
-    print(f"  version {m['version']} committed {_when(m['created_at'])}"
+    print(f"  version {m['version']} committed {display.when(m['created_at'])}"
           + (" (read from .old: commit in progress)" if snap.source == "old" else ""))
     print(f"  run {run['run_id']} on {run['host']} pid {run['pid']} prompt {run['prompt_id']}")
     if run["extra"]:
@@ -121,14 +109,14 @@ def show_manifest(snap) -> None:
     print(f"  slots ({len(m['slots'])}):")
     for slot, e in sorted(m["slots"].items()):
         key = e["key"].get("digest", json.dumps(e["key"], sort_keys=True)[:60])
-        print(f"    {slot:<16} {e['file']:<36} {_size(m['files'][e['file']]['bytes']):>10}  key {key}")
+        print(f"    {slot:<16} {e['file']:<36} {display.size(m['files'][e['file']]['bytes']):>10}  key {key}")
     print(f"  boundaries ({len(m['boundaries'])}): "
           + (", ".join(str(i) for i in snap.boundary_indices()) or "none"))
     for sec, body in sorted(m["sections"].items()):
         print(f"  section {sec}: {json.dumps(body, sort_keys=True)[:200]}")
     print(f"  files ({len(m['files'])}):")
     for fname, e in sorted(m["files"].items()):
-        print(f"    {fname:<36} {_size(e['bytes']):>10}  sha256 {e['sha256'][:16]}")
+        print(f"    {fname:<36} {display.size(e['bytes']):>10}  sha256 {e['sha256'][:16]}")
 
 
 def cmd_check(root, name, repair: bool) -> int:

@@ -3,7 +3,8 @@
 ``bench_merge`` builds a full run of S segments (one chunk per segment, merged), then
 resumes at N = S // 2 five times in a chain (each run's result is the next run's prefix
 source), once with :func:`video.merge` (stream-copy prefix) and once with
-:func:`reencode_merge` (the reference design: decode, trim, concat, re-encode).
+:func:`reencode_merge` (the reference design: decode, trim, concat, re-encode; it lives in
+media_samples.py, shared with the backend's video tests).
 It reports merge wall times and the PSNR of the reused prefix against the first video
 after the chain (``inf`` = bit-exact).  Synthetic frames, no model needed.
 """
@@ -15,30 +16,12 @@ import time
 
 import numpy as np
 
-from contextlib import ExitStack
-
-import av
-
 from reuse_backend.media import segments as seg
 from reuse_backend.media import video
-from reuse_backend.media.video.encode import _encoded, _finish, _mux_all
-from reuse_backend.media.video.frames import (DEFAULT_CRF, DEFAULT_PRESET, DEFAULT_THREADS, _fps, _index,
-                                              _iter_u8, _short, iter_frames)
 
-from .media_samples import psnr, synthetic_frames
+from .media_samples import prefix_psnr, reencode_merge, synthetic_frames
 
-__all__ = ["synthetic_frames", "psnr", "prefix_psnr", "bench_merge", "reencode_merge"]
-
-
-def prefix_psnr(path_a, path_b, count: int) -> float:
-    """PSNR over the first ``count`` decoded frames of two videos (streamed)."""
-    se, n = 0.0, 0
-    for fa, fb in zip(video.iter_frames(path_a, 0, count), video.iter_frames(path_b, 0, count)):
-        se += float(np.sum((fa.astype(np.float64) - fb) ** 2))
-        n += fa.size
-    if n == 0:
-        raise ValueError("no frames to compare")
-    return math.inf if se == 0 else 10 * math.log10(255.0 ** 2 / (se / n))
+__all__ = ["bench_merge"]
 
 
 def bench_merge(tmpdir, S: int, F: int, M: int, width: int, height: int, *, fps=25,
@@ -99,44 +82,3 @@ def bench_merge(tmpdir, S: int, F: int, M: int, width: int, height: int, *, fps=
         "copy_prefix_bit_exact": copy_psnr == math.inf,
         "bytes_copy": os.path.getsize(prev_c), "bytes_reencode": os.path.getsize(prev_r),
     }
-
-
-# The baseline lives here, not in the library: nothing in the pack uses it.
-def reencode_merge(out_path, *, prefix_source, prefix_frames: int, suffix_frames_or_chunks,
-                   audio=None, fps, crf: int = DEFAULT_CRF, preset: str = DEFAULT_PRESET,
-                   threads: int = DEFAULT_THREADS) -> video.MergeReport:
-    """Reference-design baseline: decode the previous video, keep its first
-    ``prefix_frames`` frames, append the suffix (frames [T,H,W,3] or a list of chunk
-    paths) and re-encode everything as one H.264 stream (x264 default GOP)."""
-    fps, t0, P = _fps(fps), time.perf_counter(), int(prefix_frames)
-    suffix = suffix_frames_or_chunks
-    paths = isinstance(suffix, (list, tuple)) and all(
-        isinstance(s, (str, os.PathLike)) for s in suffix)
-    count, keyframes = [0], []
-
-    def frames():
-        parts = [iter_frames(prefix_source, 0, P, "previous result")] if P > 0 else []
-        parts += [iter_frames(s) for s in suffix] if paths else [_iter_u8(suffix)]
-        for k, part in enumerate(parts):
-            for f in part:
-                count[0] += 1
-                yield f
-            if k == 0 and P > 0 and count[0] < P:
-                raise _short(P, count[0])
-
-    def tagged(gen):
-        for t, p in gen:
-            if p.is_keyframe:
-                keyframes.append(_index(p.pts, p.time_base, fps))
-            yield t, p
-
-    def write(tmp):
-        with ExitStack() as stack:
-            out = stack.enter_context(av.open(tmp, "w", format="mp4"))
-            gen = _encoded(out, frames(), fps, crf, preset, threads, "open-gop=0:mbtree=0")
-            next(gen)  # the video stream first
-            _mux_all(out, stack, tagged(gen), audio)
-
-    _finish(out_path, write)
-    return video.MergeReport(frames=count[0], prefix_mode="re-encode" if P else "none",
-                       seconds=time.perf_counter() - t0, keyframes=sorted(keyframes))

@@ -13,6 +13,7 @@ from __future__ import annotations
 import ast
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -125,7 +126,7 @@ def test_backend_layers_point_one_way():
 
 
 def _top_level_host_imports(path: Path) -> list[str]:
-    hits = []
+    hits, where = [], path.relative_to(REPO) if REPO in path.parents else path.name
     for node in ast.walk(ast.parse(path.read_text())):
         names = []
         if isinstance(node, ast.Import):
@@ -314,6 +315,38 @@ def test_pack_and_lab_never_import_tests():
             if target == "tests" or target.startswith("tests."):
                 hits.append(f"{path.relative_to(REPO)}:{line} imports {target}")
     assert not hits, hits
+
+
+def _benchmark_imports(path: Path) -> list[str]:
+    """The benchmark modules (seedreuse_lab/bench*.py) a file imports, by any import form."""
+    hits, where = [], path.relative_to(REPO) if REPO in path.parents else path.name
+    for node in ast.walk(ast.parse(path.read_text())):
+        names = []
+        if isinstance(node, ast.Import):
+            names = [a.name for a in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.module:
+            names = [node.module] + [f"{node.module}.{a.name}" for a in node.names]
+        hits += [f"{where}:{node.lineno} imports {n}" for n in names
+                 if re.fullmatch(r"seedreuse_lab\.bench\w*", n)]
+    return hits
+
+
+def test_backend_tests_import_no_benchmark_code():
+    """A backend test judges the pack: what it shares with a benchmark lives in non-benchmark
+    support (seedreuse_lab/media_samples.py and the like), never in seedreuse_lab/bench*.py."""
+    backend = sorted((REPO / "tests" / "backend").rglob("*.py")) + [
+        p for p in sorted((REPO / "tests").glob("*.py")) if "pytest.mark.comfy" not in p.read_text()]
+    hits = [h for p in backend for h in _benchmark_imports(p)]
+    assert not hits, hits
+
+
+def test_the_benchmark_import_rule_sees_every_form(tmp_path):
+    planted = tmp_path / "planted.py"
+    planted.write_text("import seedreuse_lab.bench_merge\nfrom seedreuse_lab import bench\n"
+                       "from seedreuse_lab.bench_takes import x\nfrom seedreuse_lab import media_samples\n")
+    hits = _benchmark_imports(planted)
+    assert [h.split(" imports ")[1] for h in hits] == ["seedreuse_lab.bench_merge", "seedreuse_lab.bench",
+                                                        "seedreuse_lab.bench_takes"], hits
 
 
 def test_modules_are_small():

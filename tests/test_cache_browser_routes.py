@@ -4,7 +4,10 @@ GET  /seedreuse/browser, GET /seedreuse/budget, GET /seedreuse/caches/{name}/res
 POST /seedreuse/caches/{name}/check, POST /seedreuse/caches/{name}/delete {"confirm": name}
 
 The caches are made by real runs of the worker (a segment run with Prefix Merge: a result video,
-segments and two takes; an encoder-only run: slots, no result). The list's sizes and last use are
+segments and two takes; the same whose audio ends inside the last segment, so each take's saved
+output is cut at the audio's end while the cache keeps every frame; an encoder-only run: slots,
+no result). The list and the takes report the saved output's frames, and the result route serves
+the saved output (the same frames as the file Prefix Merge saved), not the cached untrimmed result. The list's sizes and last use are
 what the store measures, the result streams the committed file's exact bytes (also a byte range),
 a delete needs the confirmation and is refused while a writer or a reader holds the cache, names
 that are not plain cache names and symlinked caches are refused without reading anything outside
@@ -12,10 +15,14 @@ the root, and check reports OK, then finds a corrupted file.
 """
 from __future__ import annotations
 
+import glob
 import json
 import os
+import tempfile
 import uuid
 
+import av
+import numpy as np
 import pytest
 
 from reuse_backend.store import Cache, usage
@@ -33,6 +40,21 @@ def seg_prompt(seed: int, name: str, n: int = 0) -> dict:
     p[SEG.WAN_I2V]["inputs"].update(width=32, height=32)
     p[SEG.SAMPLER]["inputs"]["cfg"] = 1
     return p
+
+
+def trim_prompt(seed: int, name: str, n: int = 0) -> dict:
+    """The segment run whose length follows a 0.6 s track: A = ceil(0.6 * 16) = 10 frames, S = 3
+    segments of P(3) = 13 frames; the saved output keeps 10 (the last segment's 3 surplus cut)."""
+    p = seg_prompt(seed, name, n)
+    p[SEG.SINE]["inputs"]["seconds"] = 0.6
+    p[SEG.START]["inputs"]["total_frames"] = 0
+    return p
+
+
+def decoded(path) -> np.ndarray:
+    """Every frame of the file's video stream, decoded by PyAV (RGB)."""
+    with av.open(str(path)) as c:
+        return np.stack([f.to_ndarray(format="rgb24") for f in c.decode(video=0)])
 
 
 def request(w, method: str, path: str, data=None, headers: dict | None = None):
@@ -55,14 +77,17 @@ def env(module_workers, tmp_path_factory):
     w = module_workers.one()
     graphs.write_test_image(w.input_dir / "seg.png", seed=7)
     root = module_workers.cache_root
-    seg, enc = f"seg-{uuid.uuid4().hex[:6]}", f"enc-{uuid.uuid4().hex[:6]}"
+    seg, enc, trim = f"seg-{uuid.uuid4().hex[:6]}", f"enc-{uuid.uuid4().hex[:6]}", f"trim-{uuid.uuid4().hex[:6]}"
     first = w.run(seg_prompt(1, seg)).raise_for_status()
     w.run(seg_prompt(2, seg, n=1)).raise_for_status()          # a second take (resumed at 1)
+    saved = [w.output_path(w.run(trim_prompt(s, trim, n)).raise_for_status().output_files(SEG.MERGE)[0])
+             for s, n in ((5, 0), (6, 1))]                    # what the user saved of take 1, of take 2
     w.run(t2v_reuse(3, "browser prompt", cache_name=enc, **SMALL)).raise_for_status()
     outside = tmp_path_factory.mktemp("outside")
     (outside / "manifest.json").write_text(json.dumps({"secret": MARKER}))
     (outside / "result.mp4").write_text(MARKER)
-    return {"w": w, "root": root, "seg": seg, "enc": enc, "outside": outside, "first": first}
+    return {"w": w, "root": root, "seg": seg, "enc": enc, "outside": outside, "first": first, "trim": trim,
+            "saved": saved}
 
 
 def test_list_shows_sizes_last_use_slots_segments_takes_and_run(env):
@@ -133,6 +158,46 @@ def test_result_streams_the_exact_bytes(env):
     assert status == 404 and "has no result video" in error_of(raw)["message"]
     status, _, raw = request(w, "GET", "/seedreuse/caches/never-made/result")
     assert status == 404 and error_of(raw)["code"] == "no_committed_cache"
+
+
+def test_the_list_and_the_takes_report_the_saved_output_frames(env):
+    """The cache keeps 13 frames per take (resumes chain from them); the user saved 10."""
+    w, seg, trim = env["w"], env["seg"], env["trim"]
+    got = rows(w)
+    t = got[trim]
+    assert (t["segments"]["frames"], t["segments"]["output_frames"], t["segments"]["trimmed"]) == (13, 10, 3), t
+    assert "3 surplus frame(s) past the audio's end: 10 frames" in t["segments"]["trim"], t["segments"]
+    assert [(k["take"], k["frames"], k["output_frames"], k["trimmed"]) for k in t["takes"]] == [(2, 13, 10, 3),
+                                                                                            (1, 13, 10, 3)]
+    assert all("10 frames" in k["trim"] for k in t["takes"]), t["takes"]
+    summary = w.get_json(f"/seedreuse/caches/{trim}")       # GET /seedreuse/caches/{name}
+    assert [(k["take"], k["output_frames"], k["trimmed"]) for k in summary["sections"]["takes"]] == [(2, 10, 3),
+                                                                                                    (1, 10, 3)]
+    # a video that ends with its audio (13 frames of a 13-frame track): saved whole
+    s = got[seg]
+    assert (s["segments"]["frames"], s["segments"]["output_frames"], s["segments"]["trimmed"]) == (13, 13, 0)
+    assert [(k["output_frames"], k["trimmed"]) for k in s["takes"]] == [(13, 0), (13, 0)], s["takes"]
+
+
+def test_the_result_route_serves_the_saved_output_not_the_cached_result(env, tmp_path):
+    w, root, trim = env["w"], env["root"], env["trim"]
+    before = set(glob.glob(os.path.join(tempfile.gettempdir(), "seedreuse-output-*")))
+    for take, saved in ((None, env["saved"][1]), (1, env["saved"][0])):
+        path = f"/seedreuse/caches/{trim}/result" + (f"?take={take}" if take else "")
+        status, headers, raw = request(w, "GET", path)
+        assert status == 200 and int(headers["Content-Length"]) == len(raw), (status, headers)
+        served = tmp_path / f"served-{take}.mp4"
+        served.write_bytes(raw)
+        got, want = decoded(served), decoded(saved)
+        assert got.shape[0] == want.shape[0] == 10, (got.shape, want.shape)
+        assert np.array_equal(got, want)
+        # a byte range of the served video is a range of the same bytes
+        status, headers, part = request(w, "GET", path, headers={"Range": "bytes=10-99"})
+        assert status == 206 and part == raw[10:100] and headers["Content-Range"] == f"bytes 10-99/{len(raw)}"
+    cached = root / trim / "result.mp4"                    # the cache keeps every frame: resumes chain from it
+    assert decoded(cached).shape[0] == 13 and np.array_equal(decoded(cached)[:10], decoded(env["saved"][1]))
+    # the cut went to temp files that are gone
+    assert set(glob.glob(os.path.join(tempfile.gettempdir(), "seedreuse-output-*"))) == before
 
 
 def test_check_reports_ok_then_finds_a_corrupted_file(env):

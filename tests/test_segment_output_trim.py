@@ -113,6 +113,9 @@ def test_output_ends_with_its_audio_fresh_resume_and_extend(pair_over_empty_root
     # with its audio, the prefix P(2) is the old one bit-exact and the audio packets are unchanged
     ans = check_answer(b, graph(2, n=2))
     assert ans["valid"] and ans["will"] == "resume" and ans["output_frames"] == 28 and ans["trim"]["trimmed"] == 5
+    # the take picker shows take 1 as the user saved it (28 frames); the cache keeps its 33
+    assert [(t["take"], t["frames"], t["output_frames"], t["trimmed"]) for t in ans["takes"]] == [(1, 33, 28, 5)]
+    assert ans["previous"]["output_frames"] == 28 and ans["previous"]["frames"] == 33
     r2 = b.run(graph(2, n=2)).raise_for_status()
     assert sampled(r2) == 3
     check_output(output(b, r2), 1.75, 28)

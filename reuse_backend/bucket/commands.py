@@ -8,26 +8,12 @@ from __future__ import annotations
 
 import json
 import sys
-import time
 
 from ..errors import ReuseError
 from ..store.check import print_report
+from ..store import display
 from . import client as clients, location, probe
 from .store import BucketStore
-
-
-def _when(ts) -> str:
-    return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(ts)) if isinstance(ts, (int, float)) else "?"
-
-
-def _size(n) -> str:
-    if not isinstance(n, (int, float)):
-        return "?"
-    for unit in ("B", "KiB", "MiB", "GiB"):
-        if n < 1024 or unit == "GiB":
-            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
-        n /= 1024
-    return str(n)
 
 
 def cmd_list(store: BucketStore) -> int:
@@ -45,9 +31,9 @@ def cmd_list(store: BucketStore) -> int:
         else:
             with snap:
                 m = snap.manifest
-                state = (f"version {m['version'][:12]} from {_when(m['created_at'])}, {len(m['slots'])} slot(s), "
-                         f"{len(m['boundaries'])} boundary(ies), {_size(row['bytes'])}")
-        print(f"  {name:<24} {state}; last used {_when(row['last_used'])}; {row['in_use'] or 'not in use'}")
+                state = (f"version {m['version'][:12]} from {display.when(m['created_at'])}, {len(m['slots'])} slot(s), "
+                         f"{len(m['boundaries'])} boundary(ies), {display.size(row['bytes'])}")
+        print(f"  {name:<24} {state}; last used {display.when(row['last_used'])}; {row['in_use'] or 'not in use'}")
     return 0
 
 

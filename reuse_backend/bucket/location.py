@@ -81,18 +81,26 @@ def parse(url) -> Location:
     return loc
 
 
+def _folder(name: str) -> property:
+    """The key prefix of one folder of a cache, ``<base><name>/`` (each folder named once here)."""
+    return property(lambda keys: f"{keys.base}{name}/", doc=f"the prefix of the cache's {name}/ folder")
+
+
 @dataclass(frozen=True)
 class CacheKeys:
     loc: Location
     name: str
 
+    log_prefix = _folder("log")
+    data_prefix = _folder("data")
+    lease_prefix = _folder("leases")
+    reader_prefix = _folder("readers")
+    claim_prefix = _folder("claims")
+    used_prefix = _folder("used")
+
     @property
     def base(self) -> str:
         return f"{self.loc.prefix}{self.name}/"
-
-    @property
-    def log_prefix(self) -> str:
-        return f"{self.base}log/"
 
     def log(self, seq: int) -> str:
         if isinstance(seq, bool) or not isinstance(seq, int) or not 1 <= seq <= MAX_SEQ:
@@ -120,10 +128,6 @@ class CacheKeys:
             raise ValueError(f"not a data object of this cache: {rel!r}")
         return f"{self.base}{rel}"
 
-    @property
-    def data_prefix(self) -> str:
-        return f"{self.base}data/"
-
     def parse_data(self, key: str) -> tuple[str, str] | None:
         """(run id, sha256) of a data key of this cache, or None."""
         if not key.startswith(self.base):
@@ -134,34 +138,18 @@ class CacheKeys:
     def lease(self, run_id: str) -> str:
         if not RUN_ID.fullmatch(run_id):
             raise ValueError(f"bad run id {run_id!r}")
-        return f"{self.base}leases/{run_id}.json"
-
-    @property
-    def lease_prefix(self) -> str:
-        return f"{self.base}leases/"
+        return f"{self.lease_prefix}{run_id}.json"
 
     def reader(self, reader_id: str) -> str:
-        return f"{self.base}readers/{reader_id}.json"
-
-    @property
-    def reader_prefix(self) -> str:
-        return f"{self.base}readers/"
+        return f"{self.reader_prefix}{reader_id}.json"
 
     def claim(self, slot: str, digest: str) -> str:
         roots.validate_slot_name(slot)
         tail = "".join(c for c in str(digest) if c.isalnum())[:32] or "nokey"
-        return f"{self.base}claims/{slot}-{tail}.json"
+        return f"{self.claim_prefix}{slot}-{tail}.json"
 
     def entry(self, slot: str, digest: str) -> str:
         return self.claim(slot, digest)[:-len(".json")] + ".entry.json"
 
-    @property
-    def claim_prefix(self) -> str:
-        return f"{self.base}claims/"
-
     def used(self, host_id: str) -> str:
-        return f"{self.base}used/{host_id}"
-
-    @property
-    def used_prefix(self) -> str:
-        return f"{self.base}used/"
+        return f"{self.used_prefix}{host_id}"

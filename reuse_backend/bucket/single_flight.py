@@ -19,7 +19,7 @@ import uuid
 
 from ..errors import CorruptCacheError, ReuseError
 from ..store import manifest as mf
-from ..store.single_flight import wait_s
+from ..store.single_flight import ClaimOutcome, wait_s
 from . import leases, records
 from .client import NotFound, Precondition, TooLarge
 from .snapshot import BucketSnapshot
@@ -42,17 +42,11 @@ def open_entry(cache, slot: str, digest: str):
     return BucketSnapshot(cache, 0, rec) if rec["kind"] == "version" else None
 
 
-class Claimed:
-    """As store/single_flight.Claimed: ``lock`` (our claim or None), ``waited_for``,
-    ``waited_s``, ``entry``; ``publish``, ``close_entry``, ``release``."""
+class Claimed(ClaimOutcome):
+    """A claim on a bucket (store/single_flight.ClaimOutcome: the rules both stores keep): the
+    entry is a one-slot record object beside the claim object."""
 
-    def __init__(self, cache, slot, digest, lock, waited_for, waited_s, entry=None):
-        self.cache, self.slot, self.digest = cache, slot, digest
-        self.lock, self.waited_for, self.waited_s, self.entry = lock, waited_for, waited_s, entry
-
-    def publish(self, tx, slot: str) -> bool:
-        if self.lock is None or not self.lock.held():
-            return False
+    def _publish(self, tx, slot: str) -> bool:
         cache, staged, fname = self.cache, tx.staged, mf.slot_file(slot)
         try:
             entry = staged.files[fname]
@@ -70,16 +64,7 @@ class Claimed:
                         "runs (%s); they wait for the claim instead", slot, cache.name, e)
             return False
 
-    def close_entry(self) -> None:
-        entry, self.entry = self.entry, None
-        if entry is not None:
-            entry.close()
-
-    def release(self) -> None:
-        self.close_entry()
-        lock, self.lock = self.lock, None
-        if lock is None:
-            return
+    def _release(self, lock) -> None:
         try:
             self.cache.client.delete(self.cache.keys.entry(self.slot, self.digest))
             lock.release()

@@ -145,33 +145,38 @@ def _clip_vision(value) -> Problem | None:
                     if k in fields and (k == "last_hidden_state" or fields[k] is not None)))
 
 
+def _dict_of_tensor(value, key: str, dims: str, want: str) -> Problem | None:
+    """A dict whose ``key`` holds a 3-d float tensor of ``dims`` (the audio values' main field)."""
+    return _dict(value, "value", key, want) or _tensor(value[key], f"value['{key}']", (3,), dims)
+
+
+def _int_field(value: dict, key: str, low: int, optional: bool) -> Problem | None:
+    """``value[key]`` is an int >= ``low`` (numpy ints too, never a bool); may be absent if optional."""
+    n = value.get(key)
+    if n is None and optional:
+        return None
+    if type(n) is bool or not isinstance(n, (int, np.integer)) or n < low:
+        return Problem(f"value['{key}']", f"an int >= {low}" if low == 0 else f"an int > {low - 1}", repr(n)[:60])
+    return None
+
+
 def _audio_features(value) -> Problem | None:
-    p = _dict(value, "value", "encoded_audio", "{'encoded_audio': float tensor [B, T, D], ...}")
+    p = _dict_of_tensor(value, "encoded_audio", "[B, T, D]", "{'encoded_audio': float tensor [B, T, D], ...}")
     if p is not None:
         return p
-    p = _tensor(value["encoded_audio"], "value['encoded_audio']", (3,), "[B, T, D]")
     layers = value.get("encoded_audio_all_layers")
-    if p is None and layers is not None:
+    if layers is not None:
         if type(layers) not in (list, tuple):
             return Problem("value['encoded_audio_all_layers']", "a list of float tensors [B, T, D]",
                            describe(layers))
         p = _first(*(_tensor(t, f"value['encoded_audio_all_layers'][{i}]", (3,), "[B, T, D]")
                      for i, t in enumerate(layers)))
-    n = value.get("audio_samples")
-    if p is None and n is not None and (type(n) is bool or not isinstance(n, (int, np.integer)) or n < 0):
-        return Problem("value['audio_samples']", "an int >= 0", repr(n)[:60])
-    return p
+    return p or _int_field(value, "audio_samples", 0, optional=True)
 
 
 def _audio(value) -> Problem | None:
-    p = _dict(value, "value", "waveform", "{'waveform': float tensor [B, C, T], 'sample_rate': int}")
-    if p is not None:
-        return p
-    p = _tensor(value["waveform"], "value['waveform']", (3,), "[B, C, T]")
-    sr = value.get("sample_rate")
-    if p is None and (type(sr) is bool or not isinstance(sr, (int, np.integer)) or sr <= 0):
-        return Problem("value['sample_rate']", "an int > 0", repr(sr)[:60])
-    return p
+    return (_dict_of_tensor(value, "waveform", "[B, C, T]", "{'waveform': float tensor [B, C, T], 'sample_rate': int}")
+            or _int_field(value, "sample_rate", 1, optional=False))
 
 
 STRUCTURES = {"CONDITIONING": _conditioning, "LATENT": _latent, "IMAGE": _image,

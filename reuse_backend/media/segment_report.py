@@ -7,7 +7,7 @@ accepts and its longest valid prefix. Judged from the manifest alone (no video p
 """
 from __future__ import annotations
 
-from . import segment_takes, segment_validity, segments
+from . import segment_takes, segment_validity, segments, take_output
 from .segment_validity import RequestValidity
 
 MAX_LISTED = 10_000
@@ -55,7 +55,8 @@ def take_report(take, spec, key, static, audio_source, audio_expected: bool, pro
     listed = min(S, MAX_LISTED)
     return {"take": take.number, "latest": take.latest, "damaged": take.damaged,
             "seed": take.section.get("seed"), "segments": S,
-            "frames": take.section.get("frames"), "created_at": take.section.get("created_at"),
+            "frames": take.section.get("frames"), **take_output.saved(take.section),
+            "created_at": take.section.get("created_at"),
             "source_take": take.section.get("source_take"), "result": take.result,
             "segment_validity": states[:listed],
             "prefix_frames_by_n": [segments.prefix_frames(i, F, M) for i in range(min(S, MAX_LISTED) + 1)],

@@ -320,23 +320,23 @@ class Snapshot:
                 raise corrupt(self.name, f"{fname}: {e.message}", expected=e.expected,
                                actual=e.actual) from None
 
-    def load_slot(self, slot: str, *, verify: bool | None = None):
-        e = self.manifest["slots"].get(slot)
+    def _load_listed(self, table: str, key: str, what: str, fix: str, verify: bool | None):
+        """The value file the manifest's ``table`` ("slots" or "boundaries") lists under ``key``;
+        NoCommittedCacheError (``what`` is missing, with what the version has) when none."""
+        e = self.manifest[table].get(key)
         if e is None:
-            raise NoCommittedCacheError(f"cache '{self.name}' has no slot '{slot}'",
-                                        expected=f"slot '{slot}'",
-                                        actual=f"slots {sorted(self.manifest['slots'])}",
-                                        fix="run once with this slot so the cache holds it")
+            have = self.boundary_indices() if table == "boundaries" else sorted(self.manifest[table])
+            raise NoCommittedCacheError(f"cache '{self.name}' has no {what}", expected=what,
+                                        actual=f"{table} {have}", fix=fix)
         return self._load(e["file"], verify)
 
+    def load_slot(self, slot: str, *, verify: bool | None = None):
+        return self._load_listed("slots", slot, f"slot '{slot}'", "run once with this slot so the cache holds it",
+                                 verify)
+
     def load_boundary(self, i: int, *, verify: bool | None = None):
-        e = self.manifest["boundaries"].get(str(int(i)))
-        if e is None:
-            raise NoCommittedCacheError(f"cache '{self.name}' has no boundary {i}",
-                                        expected=f"boundary {i}",
-                                        actual=f"boundaries {self.boundary_indices()}",
-                                        fix="reuse fewer prefix segments, or rerun without reuse")
-        return self._load(e["file"], verify)
+        return self._load_listed("boundaries", str(int(i)), f"boundary {i}",
+                                 "reuse fewer prefix segments, or rerun without reuse", verify)
 
     def load_file_value(self, fname: str, *, verify: bool | None = None):
         """A value file of this version that is neither a slot nor a boundary (e.g. a kept

@@ -76,14 +76,18 @@ def open_entry(cache, slot: str, digest: str):
         return None
 
 
-class Claimed:
-    """The outcome of ``claim``: the claim (None when another run holds it or the wait ran out),
-    who held it while this run waited (None: nobody), for how long it waited, and a published
-    encoding of the key (``entry``, a one-slot Snapshot): the live holder's, which ended the wait,
-    or one a holder that died after encoding left (then this run holds the claim too)."""
+class ClaimOutcome:
+    """The outcome of a store's ``claim`` (this folder store's and the bucket's): the claim
+    (``lock``, None when another run holds it or the wait ran out), who held it while this run
+    waited (None: nobody), for how long it waited, and a published encoding of the key
+    (``entry``, a one-slot Snapshot): the live holder's, which ended the wait, or one a holder
+    that died after encoding left (then this run holds the claim too). The rules both stores
+    keep are here: an entry is published only while the claim is held; a release removes the
+    entry before the claim, so a run that takes the claim next never finds a stale entry of ours.
+    A store gives ``_publish`` and ``_release`` (both log a failure and never fail the run)."""
 
-    def __init__(self, cache, slot: str, digest: str, lock: LeaseFile | None, waited_for: dict | None,
-                 waited_s: float, entry=None):
+    def __init__(self, cache, slot: str, digest: str, lock, waited_for: dict | None, waited_s: float,
+                 entry=None):
         self.cache, self.slot, self.digest = cache, slot, digest
         self.lock, self.waited_for, self.waited_s, self.entry = lock, waited_for, waited_s, entry
 
@@ -92,6 +96,33 @@ class Claimed:
         claim). Never fails the run: a failed publish is logged and the waiters wait on."""
         if self.lock is None or not self.lock.held():
             return False
+        return self._publish(tx, slot)
+
+    def close_entry(self) -> None:
+        entry, self.entry = self.entry, None
+        if entry is not None:
+            entry.close()
+
+    def release(self) -> None:
+        """The entry first, then the claim (see the class docstring)."""
+        self.close_entry()
+        lock, self.lock = self.lock, None
+        if lock is not None:
+            self._release(lock)
+
+    def _publish(self, tx, slot: str) -> bool:
+        raise NotImplementedError
+
+    def _release(self, lock) -> None:
+        raise NotImplementedError
+
+
+class Claimed(ClaimOutcome):
+    """A claim on a folder: the entry is ``<S>-<D>.entry/`` beside the claim file."""
+
+    lock: LeaseFile | None
+
+    def _publish(self, tx, slot: str) -> bool:
         fname = mf.slot_file(slot)
         final = entry_path(self.cache, self.slot, self.digest)
         part = final.with_name(f"{final.name[:-len(run_lease.ENTRY_SUFFIX)]}{run_lease.ENTRY_PART}"
@@ -117,18 +148,8 @@ class Claimed:
                 pass                    # recovery removes it (an entry part older than the lease)
             return False
 
-    def close_entry(self) -> None:
-        entry, self.entry = self.entry, None
-        if entry is not None:
-            entry.close()
-
-    def release(self) -> None:
-        """The entry first (moved aside, then deleted), then the claim: a run that takes the claim
-        next never finds a stale entry of ours."""
-        self.close_entry()
-        lock, self.lock = self.lock, None
-        if lock is None:
-            return
+    def _release(self, lock: LeaseFile) -> None:
+        """The entry moved aside and deleted, then the claim file released."""
         final = entry_path(self.cache, self.slot, self.digest)
         try:
             if os.path.lexists(final):

@@ -15,8 +15,7 @@ import torch
 
 from reuse_backend.media import segments as seg
 from reuse_backend.media import video
-from seedreuse_lab.bench_merge import bench_merge, prefix_psnr, reencode_merge
-from seedreuse_lab.media_samples import psnr, synthetic_frames
+from seedreuse_lab.media_samples import prefix_psnr, psnr, reencode_merge, synthetic_frames
 from reuse_backend.errors import InvalidRequestError, PreviousResultError
 
 F, M, S, W, H, FPS = 9, 3, 4, 64, 48, 25
@@ -288,13 +287,6 @@ def test_stream_copy_merge_memory_does_not_grow_with_length(tmp_path):
         rss[n] = int(out.split()[-1])  # KiB
     print("merge peak RSS (KiB) by chunk count:", rss)
     assert rss[40] - rss[2] < 24 * 1024, rss  # decoding would add ~270 MB
-
-
-def test_bench_merge_smoke(tmp_path):
-    r = bench_merge(tmp_path, 3, 9, 3, 64, 48, chain=2)
-    assert r["prefix_modes"] == ["stream-copy"] * 2 and r["copy_prefix_bit_exact"]
-    assert math.isfinite(r["reencode_prefix_psnr"]) and r["N"] == 1 and r["frames"] == 21
-    print({k: v for k, v in r.items() if k.endswith("_s") or "psnr" in k})
 
 
 @pytest.mark.parametrize("fps", [Fraction(30000, 1001), Fraction(15, 2)])

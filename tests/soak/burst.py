@@ -13,30 +13,32 @@ promises for concurrent use (store/commit.py, rebase.py, single_flight.py):
   with the new text, and the failure published nothing;
 * segment cache: two new takes (N = 0, new seeds) at once: both succeed and both become takes
   (renumbered in commit order above the kept ones), each take's result is that request's
-  saved output (sha256), the older kept takes are unchanged (up to K), nothing is lost; on a
-  fleet of one host with a third worker, a third request runs at the same time and its worker
-  is SIGKILLed while the run holds after its last segment (everything staged under its run
-  lease, before its commit): the other two still commit as above, the killed run is no take, and what it left
-  behind is only repairable (check), repaired by ``check --repair`` (the next run's recovery
-  is exercised by the serial chain's kills);
+  saved output (sha256), the older kept takes are unchanged (up to K), nothing is lost; the two
+  requests go to workers on different hosts where the fleet spans hosts, and a third request
+  runs at the same time on a spare worker, whose worker is SIGKILLed while the run holds after
+  its last segment (everything staged under its run lease, before its commit): the other two
+  still commit as above, the killed run is no take, what it left behind is only repairable
+  (check), and it is recovered on its own host (a commit there after the kill, or
+  ``check --repair`` run as that host), never by another host before its lease expired
+  (burst_kill.py says who, in code and in the soak's log line);
 * after each burst check() reports nothing and nothing is left behind (no staging, lease,
   claim or lock). Both models then take the committed state as it is (its order was decided by
   the commits, which the serial model cannot predict).
 
-Not covered here: a kill inside a burst on the two-host fleet (the killed run's staging stays
-live for the other host until its lease expires: the serial chain covers that case), a kill
-during another run's commit (tests/backend/test_overlap.py).
+Not covered here: a kill during another run's commit (tests/backend/test_overlap.py); another
+host's recovery once the killed run's lease expired (the serial chain's kills cover the recovery
+itself; waiting out the lease here would add two minutes).
 """
 from __future__ import annotations
 
 import os
 import shutil
-import threading
 import time
 from pathlib import Path
 
-from reuse_backend.store.check import REPAIRABLE, check
+from reuse_backend.store.check import check
 
+from . import burst_kill
 from .take_model import SoakFailure, records
 
 FAIL_MESSAGE = "soak: injected failure in burst request"
@@ -127,15 +129,16 @@ def segment_burst(soak, idx: int, n: int = 2, kill: bool = True) -> dict:
     ws = soak.fleet.workers
     m = soak.models[SEG_CACHE]
     before = list(m.takes.takes)
+    where, victim_at = burst_kill.placement(soak.fleet, n, kill)
     reqs = []
     for k in range(n):
-        req = soak._draw(idx * 100 + k, (SEG_CACHE, k % len(ws)))
+        req = soak._draw(idx * 100 + k, (SEG_CACHE, where[k]))
         # S segments, as a plain request: the serial chain's resumes after the burst (N up to S - 1)
         # need the latest take to hold them (take_model.predict)
         req.mode, req.N, req.fault, req.from_take, req.variant, req.segments = "auto", 0, "none", 0, "", S
         reqs.append(req)
     prompts = [soak._prompt(r)[0] for r in reqs]
-    victim = _victim(soak, idx, n) if kill else None
+    victim = burst_kill.victim(soak, idx, n, victim_at) if victim_at is not None else None
     t0 = time.monotonic()
     handles = [ws[r.worker].start_run(p) for r, p in zip(reqs, prompts)]
     if victim is not None:
@@ -143,7 +146,7 @@ def segment_burst(soak, idx: int, n: int = 2, kill: bool = True) -> dict:
     res = _wait_all(handles, soak.cfg.request_timeout_s * 2)
     problems = []
     if victim is not None:
-        problems += _settle_victim(soak, victim)
+        problems += burst_kill.settle(soak, victim, [ws[r.worker] for r in reqs])
     secs = time.monotonic() - t0
     contention = [(r.idx, x.status, _err(x)) for r, x in zip(reqs, res) if x.status != "success"]
     if contention:
@@ -180,65 +183,11 @@ def segment_burst(soak, idx: int, n: int = 2, kill: bool = True) -> dict:
         m.result_copy = soak.out / f"burst_{idx:03d}.mp4"
         shutil.copyfile(soak.root / SEG_CACHE / "result.mp4", m.result_copy)
     out = {"kind": "segment", "requests": n, "seconds": round(secs, 1),
-           "contention_failures": len(contention), "problems": problems}
+           "contention_failures": len(contention), "problems": problems, "kill_planned": victim is not None}
     if victim is not None:
         out["requests"] += 1
         out["killed"] = victim["report"]
     return out
-
-
-def _victim(soak, idx: int, n: int) -> dict | None:
-    """A request on a worker of its own (the (n+1)-th) that holds in its loop body until its
-    worker is SIGKILLed (the serial chain's kill:hold, soak._run), run on a thread beside the
-    burst; None where the fleet spans hosts or has no spare worker."""
-    from .soak import HOLD_S, S, SEG_CACHE
-    ws = soak.fleet.workers
-    if len(ws) <= n or len({soak.fleet.host_of(w) for w in ws}) != 1:
-        return None
-    req = soak._draw(idx * 100 + n, (SEG_CACHE, n))
-    req.mode, req.N, req.from_take, req.variant, req.segments = "auto", 0, 0, "", S
-    # held after its last segment (Segment Loop End -> Prefix Merge): every boundary and chunk
-    # is staged under its run lease, nothing is committed
-    req.fault, req.kill_mode, req.where = "kill", "hold", ""
-    prompt, last = soak._prompt(req)
-    v = {"req": req, "worker": ws[n], "hold_s": HOLD_S, "out": {}}
-
-    def run():
-        try:
-            v["out"]["result"] = soak._run(req, ws[n], prompt, last)
-        except BaseException as e:   # noqa: BLE001 - reported by _settle_victim
-            v["out"]["error"] = f"{type(e).__name__}: {e}"
-
-    v["thread"] = threading.Thread(target=run, name="soak-burst-victim", daemon=True)
-    return v
-
-
-def _settle_victim(soak, v: dict) -> list[str]:
-    """Wait for the victim's thread, restart its worker, check what the kill left behind (only
-    repairable problems), repair it; the problems found."""
-    from .soak import SEG_CACHE
-    v["thread"].join(v["hold_s"] + soak.cfg.request_timeout_s)
-    w, problems = v["worker"], []
-    res, _events, info = v["out"].get("result") or (None, [], {})
-    if v["out"].get("error") or not info.get("killed"):
-        problems.append(f"the burst's kill did not happen: {v['out'].get('error') or 'the run ended unkilled'}")
-    else:
-        soak.c["burst_kills"] += 1
-        soak._restart_in_background(w)
-    left = check(soak.root, SEG_CACHE)
-    bad = [str(p) for p in left if p.code not in REPAIRABLE]
-    if bad:
-        problems.append(f"the kill left non-repairable problems: {bad}")
-    repaired = check(soak.root, SEG_CACHE, repair=True) if left else []
-    v["report"] = {"worker": w.name, "trigger": info.get("trigger"), "at_kill": info.get("fs_state"),
-                   "left": sorted({p.code for p in left}),
-                   "repaired": len(left) - len([p for p in repaired if p.code not in REPAIRABLE])}
-    # nothing left is right too: a commit that came after the kill recovered the dead run's
-    # staging under the writer lock (store/commit.py)
-    soak.log(f"[soak burst] killed {w.name} during the segment burst ({info.get('trigger')}; on disk then: "
-             f"{info.get('fs_state')}); left after the others' commits: "
-             + (f"{v['report']['left']}, repaired by check --repair" if left else "nothing (their commits recovered it)"))
-    return problems
 
 
 def run_bursts(soak, idx: int) -> list[dict]:

@@ -1359,6 +1359,7 @@ class Soak:
         r["concurrent"] = {"planned": bool(self.cfg.bursts and not self.cfg.expect_refused),
                            "requests": c["burst_requests"], "contention_failures": c["burst_contention_failures"],
                            "kills": c["burst_kills"],
+                           "kills_planned": sum(bool(b.get("kill_planned")) for b in self.bursts or []),
                            "bursts": self.bursts or []}
         if c["stopped_by_time_budget"]:
             r["stopped_by_time_budget"] = True
@@ -1452,5 +1453,7 @@ def assert_coverage(r: dict) -> None:
     conc = r.get("concurrent") or {}
     if conc.get("planned") and not conc.get("requests"):
         problems.append("no concurrent burst ran")
+    if conc.get("kills_planned", 0) > conc.get("kills", 0):   # a fleet with a spare worker plans one
+        problems.append(f"{conc.get('kills', 0)} of {conc['kills_planned']} kill(s) inside a burst happened")
     if problems:
         raise AssertionError("soak coverage: " + ", ".join(problems) + "\n" + format_report(r))

@@ -492,7 +492,12 @@ class NetnsWorker(ComfyWorker):
     def command(self) -> list[str]:
         cmd = super().command()
         cmd[cmd.index("--listen") + 1] = self.sim.ns_ip
-        return self.two_env.host_cmd(self.sim, cmd)
+        return self.host_command(cmd)
+
+    def host_command(self, argv: list[str]) -> list[str]:
+        """argv run as a process of this worker's host: its network namespace and hostname, the
+        pid namespace shared (so a lease of a dead worker of this host is provably dead there)."""
+        return self.two_env.host_cmd(self.sim, argv)
 
     def start_run(self, prompt: dict, *, extra_data: dict | None = None) -> RunHandle:
         client_id = uuid.uuid4().hex

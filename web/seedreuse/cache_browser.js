@@ -7,7 +7,7 @@
 // it); a frontend without it gets a floating panel opened by window.__seedreuse.openCacheBrowser().
 // It loads when shown, refreshes after every successful run while it is shown and on "Refresh";
 // it never polls. Only exports (the entry module calls installCacheBrowser in setup).
-import { NS, guard, host, noteError } from "./core.js";
+import { NS, framesText, guard, host, noteError } from "./core.js";
 import { errorLines, errorTitle, requestJson } from "./errors.js";
 
 export const TAB_ID = "seedreuse-caches";
@@ -109,7 +109,7 @@ async function loadBlob(name, video) {
 
 function metaLine(c) {
   const parts = [`${Object.keys(c.slots || {}).length} slot(s)`];
-  if (c.segments) parts.push(`${c.segments.S} segment(s), ${c.segments.frames} frames`);
+  if (c.segments) parts.push(`${c.segments.S} segment(s), ${framesText(c.segments)}`);
   if (c.takes) parts.push(`${c.takes.length} take(s)`);
   parts.push(`last used ${fmtAgo(c.last_used)}`);
   return parts.join(" · ");
@@ -128,10 +128,11 @@ export function inspectLines(c) {
   lines.push(`size on disk ${fmtBytes(c.bytes)} (files ${fmtBytes(c.manifest_bytes)})`);
   for (const [slot, s] of Object.entries(c.slots || {})) lines.push(`slot ${slot}: ${s.file} (${fmtBytes(s.bytes)})`);
   const g = c.segments;
-  if (g) lines.push(`segments: S=${g.S}, F=${g.F}, M=${g.M}, ${g.fps} fps, ${g.frames} frames, seed ${g.seed}` +
+  if (g) lines.push(`segments: S=${g.S}, F=${g.F}, M=${g.M}, ${g.fps} fps, ${framesText(g)}, seed ${g.seed}` +
     (g.reused_prefix_segments ? `, the first ${g.reused_prefix_segments} kept from an earlier take` : ""));
+  if (g && g.trim) lines.push(`output video: ${g.trim}`);
   for (const t of c.takes || []) {
-    lines.push(`take ${t.take}: seed ${t.seed}, ${t.frames} frames, ${t.segments} segment(s), ${t.result} ` +
+    lines.push(`take ${t.take}: seed ${t.seed}, ${framesText(t)}, ${t.segments} segment(s), ${t.result} ` +
       `(${fmtBytes(t.bytes)})` + (t.source_take ? `, resumed from take ${t.source_take}` : ""));
   }
   lines.push(`${c.boundaries} boundary file(s), ${Object.keys(c.files || {}).length} file(s)`);

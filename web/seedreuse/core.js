@@ -103,3 +103,12 @@ export function short(text, n) {
   text = String(text || "").split("\n")[0];
   return text.length > n ? text.slice(0, n - 1) + "…" : text;
 }
+
+// The frames of a take as the user saved them (routes: frames, output_frames, trimmed): the output
+// video ends with its audio, the cache keeps every frame the segments made (resumes chain from them).
+export function framesText(t) {
+  if (!t) return "";
+  const out = t.output_frames != null ? t.output_frames : t.frames;
+  return t.trimmed > 0 ? `${out} frames (the cache keeps ${t.frames}: ${t.trimmed} past the audio's end trimmed)`
+    : `${out} frames`;
+}

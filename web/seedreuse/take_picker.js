@@ -7,7 +7,7 @@
 // prompt then carries; its value is kept in the node's properties (not in widgets_values), and
 // the widget comes back from them after a reload. A linked from_take socket wins over the widget:
 // the picker is then disabled, saying so. Only exports.
-import { host, guard, noteError, short } from "./core.js";
+import { framesText, host, guard, noteError, short } from "./core.js";
 import { captureWorkflowState, graph, widgetOf } from "./graph.js";
 
 export const FROM_TAKE = "from_take";
@@ -132,7 +132,7 @@ function rowText(t) {
 
 function rowTitle(t, m, effN) {
   const lines = [`take ${t.take}${t.latest ? " (latest)" : ""}: seed ${t.seed}, ${t.segments} segments, ` +
-    `${t.frames} frames` + (t.source_take ? `, resumed from take ${t.source_take}` : "")];
+    framesText(t) + (t.source_take ? `, resumed from take ${t.source_take}` : "")];
   if (t.created_at) lines.push(`made ${new Date(t.created_at * 1000).toLocaleString()}`);
   lines.push(`longest valid prefix for this graph: N = ${t.longest_valid}` + (t.first_invalid
     ? ` (segment ${t.first_invalid.segment} ${t.first_invalid.state}${t.first_invalid.field ? ": " +
