@@ -128,7 +128,7 @@ def render(object_info: dict) -> str:
         "**Make a workflow reusable** (no hand splicing): the canvas menu entry *SeedReuse: make this workflow "
         "reusable*, `POST /seedreuse/instrument` and `python -m reuse_backend instrument IN.json -o OUT.json` insert "
         "one Session and an Encode-or-Reuse node after every seed-independent encoder output, inside subgraphs too, "
-        "and report what they could not wrap (README, \"Make a workflow reusable\").",
+        "and report what they could not wrap ([GUIDE.md](GUIDE.md#make-a-workflow-reusable)).",
         "",
         "## Contents",
         "",

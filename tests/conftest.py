@@ -36,7 +36,7 @@ class _RepoRootIsNotATestPackage:
         return None
 
 
-# Tiers (README "Tests"): every test gets exactly one tier marker, from where it lives and what it
+# Tiers (docs/DEVELOPMENT.md, "Test tiers"): every test gets exactly one tier marker, from where it lives and what it
 # needs, so `-m` selects lanes without anyone having to remember to mark a new test.
 TIERS = {
     "backend": "the backend and static checks: real files in tmp_path, no ComfyUI worker",

@@ -12,7 +12,9 @@ probe ROOT --peer OTHER_MOUNT`` runs the full check):
   mfsentrycacheto=0,mfsdirentrycacheto=0,mfsnegentrycacheto=0); refused with the defaults: a host
   was served "manifest.json is missing" for a just-committed version for up to 0.41 s
   (docs/shared-fs/moosefs.md), where the cache-free mount ran the same soak clean. The options
-  are read from the mount's ``.params`` meta file;
+  are read from the mount's ``.params`` meta file. Where the platform mounts MooseFS and its
+  options cannot be changed (RunPod network volumes), the refusal's fix names the object store
+  (``SEEDREUSE_CACHE_URL=s3://bucket/prefix``) with an example;
 * JuiceFS: refused. While another host replaces or removes a file, opens fail with ENOENT, also
   on fds opened before, so a reader can fail in the middle of a load while another host commits;
 * sshfs/SFTP: refused (inode numbers are per path; the lock's identity check also catches it).
@@ -164,8 +166,9 @@ def _moosefs_problem(mountpoint: str) -> str | None:
            "or use a local disk")
     params = _moosefs_params(mountpoint)
     if params is None:
-        return (f"cannot read {mountpoint}/.params, so the MooseFS mount options cannot be verified; {fix}; "
-                f"then set {ENV_TRUSTED}=<fstype> after `python -m reuse_backend probe` with --peer says safe")
+        # the fix last: check_root gives the part after the last "; " as the error's fix
+        return (f"cannot read {mountpoint}/.params, so the MooseFS mount options cannot be verified (once "
+                f"`python -m reuse_backend probe` with --peer says safe, {ENV_TRUSTED}=<fstype> lifts this); {fix}")
     missing = []
     for opt in MOOSEFS_CLIENT_OPTIONS:
         name = opt.split("=", 1)[0]

@@ -35,8 +35,15 @@ def set_default_root(folder) -> None:
 
 
 def cache_url() -> str | None:
-    """``SEEDREUSE_CACHE_URL`` when set (an ``s3://`` URL; anything else is refused by bucket/location.py)."""
+    """``SEEDREUSE_CACHE_URL`` when set: an ``s3://`` URL (bucket/location.py checks the rest).
+    Any other value is refused here (InvalidRequestError), never taken for a folder: a mistyped
+    scheme (``S3://``, ``gs://``) would otherwise become a relative folder in the working directory."""
     raw = (os.environ.get(ENV_URL) or "").strip()
+    if raw and not is_url(raw):
+        raise InvalidRequestError(f"{ENV_URL}={raw!r} is not an object-store location",
+                                  expected="s3://<bucket>/<prefix>", actual=repr(raw),
+                                  fix=f"set {ENV_URL}=s3://<bucket>/<prefix>, or unset it to keep the caches "
+                                      f"in the folder {ENV_ROOT}")
     return raw or None
 
 

@@ -184,5 +184,13 @@ def test_moosefs_policy(tmp_path, monkeypatch, params, ok):
     monkeypatch.setattr(fsys, "mount_of", lambda path: (str(mnt), "fuse", "mfs#10.0.0.1:9421"))
     problem = fsys.policy_problem(tmp_path)
     assert (problem is None) == ok, problem
-    if not ok:
-        assert "mfsdirentrycacheto=0" in problem
+    if ok:
+        fsys.check_root(tmp_path)       # accepted: no refusal
+        return
+    assert "mfsdirentrycacheto=0" in problem
+    # the refusal a user sees: its fix names the mount options and, for a platform mount whose
+    # options cannot be changed (RunPod network volumes), the object-store setting with an example
+    with pytest.raises(UnsupportedFilesystemError) as info:
+        fsys.check_root(tmp_path)
+    fix = info.value.fix
+    assert "mfsdirentrycacheto=0" in fix and "SEEDREUSE_CACHE_URL=s3://" in fix, fix

@@ -327,6 +327,22 @@ def test_names_and_roots(tmp_path, monkeypatch):
         roots.resolve_root(None, None)
 
 
+@pytest.mark.parametrize("value", ["gs://bucket/x", "S3://bucket/x", "bucket/x", "/data/cache"])
+def test_cache_url_other_than_s3_is_refused(tmp_path, monkeypatch, value):
+    """SEEDREUSE_CACHE_URL names an object store; any other value is refused, never taken for a
+    folder (a relative "gs:/bucket/x" in the working directory)."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("SEEDREUSE_CACHE_URL", value)
+    with pytest.raises(InvalidRequestError) as ei:
+        roots.cache_url()
+    assert "s3://" in ei.value.fix and "SEEDREUSE_CACHE_ROOT" in ei.value.fix
+    assert cli(["list"]) == 2 and os.listdir(tmp_path) == []
+    monkeypatch.setenv("SEEDREUSE_CACHE_URL", " s3://bucket/prefix ")
+    assert roots.cache_url() == "s3://bucket/prefix"
+    monkeypatch.setenv("SEEDREUSE_CACHE_URL", "")
+    assert roots.cache_url() is None
+
+
 def test_cli(tmp_path, capsys):
     cache = Cache(tmp_path, "a")
     write_version(cache, 1)
