@@ -33,6 +33,17 @@ import threading
 from ..errors import UnsupportedFilesystemError
 
 ENV_TRUSTED = "SEEDREUSE_TRUSTED_FILESYSTEM"
+
+
+class Refusal(str):
+    """Why the store must not run on a filesystem (the string: ``why; fix``), with the fix kept
+    whole in ``.fix`` for the error a user sees (a fix may itself contain ``;``)."""
+
+    def __new__(cls, why: str, fix: str):
+        self = super().__new__(cls, f"{why}; {fix}")
+        self.why, self.fix = why, fix
+        return self
+
 GLUSTER_CLIENT_FLAGS = ("--entry-timeout=0", "--attribute-timeout=0", "--negative-timeout=0",
                         "--fopen-keep-cache=false")
 MOOSEFS_CLIENT_OPTIONS = ("mfsattrcacheto=0", "mfsentrycacheto=0", "mfsdirentrycacheto=0", "mfsnegentrycacheto=0")
@@ -108,33 +119,35 @@ def _gluster_log(argv: list[str], mountpoint: str) -> str | None:
     return f"/var/log/glusterfs/{name}.log"
 
 
-def _gluster_problem(mountpoint: str) -> str | None:
+def _gluster_problem(mountpoint: str) -> Refusal | None:
     fix = ("mount it with the strict option set: volume options " + ", ".join(f"{o} off" for o in
            GLUSTER_VOLUME_OPTIONS) + "; client options " + " ".join(GLUSTER_CLIENT_FLAGS) +
-           " (start the glusterfs client with them), or use a local disk")
+           " (start the glusterfs client with them), or use a local disk or an object store "
+           "(SEEDREUSE_CACHE_URL=s3://bucket/prefix)")
     argv = _fuse_client_cmdline(mountpoint, "glusterfs")
     if argv is None:
-        return (f"cannot see the GlusterFS client of {mountpoint} from here, so its options cannot be "
-                f"verified; {fix}; then set {ENV_TRUSTED}=fuse.glusterfs after `python -m reuse_backend probe` "
-                "with --peer says safe")
+        return Refusal(f"cannot see the GlusterFS client of {mountpoint} from here, so its options cannot be "
+                       f"verified (once `python -m reuse_backend probe` with --peer says safe, "
+                       f"{ENV_TRUSTED}=fuse.glusterfs lifts this)", fix)
     missing = [flag for flag in GLUSTER_CLIENT_FLAGS if flag not in argv]
     if missing:
-        return (f"GlusterFS client options {missing} are not set for {mountpoint}: with client caching another "
-                f"host can read the previous version for up to a minute after a commit; {fix}")
+        return Refusal(f"GlusterFS client options {missing} are not set for {mountpoint}: with client caching "
+                       "another host can read the previous version for up to a minute after a commit", fix)
     log = _gluster_log(argv, mountpoint)
     try:
         with open(log, errors="replace") as f:
             text = f.read()[-4_000_000:]
     except OSError:
-        return (f"cannot read the GlusterFS client log {log} to verify the volume options; {fix}; then set "
-                f"{ENV_TRUSTED}=fuse.glusterfs after `python -m reuse_backend probe` with --peer says safe")
+        return Refusal(f"cannot read the GlusterFS client log {log} to verify the volume options (once "
+                       f"`python -m reuse_backend probe` with --peer says safe, {ENV_TRUSTED}=fuse.glusterfs "
+                       "lifts this)", fix)
     graph = text.rsplit("Final graph:", 1)
     if len(graph) < 2:
-        return f"no client graph in the GlusterFS client log {log} to verify the volume options; {fix}"
+        return Refusal(f"no client graph in the GlusterFS client log {log} to verify the volume options", fix)
     present = sorted(x for x in _GLUSTER_CACHING_XLATORS if f"type {x}" in graph[1])
     if present:
-        return (f"the GlusterFS volume behind {mountpoint} keeps caching translators {present} (stock volume "
-                f"options): another host can read the previous version after a commit; {fix}")
+        return Refusal(f"the GlusterFS volume behind {mountpoint} keeps caching translators {present} (stock "
+                       "volume options): another host can read the previous version after a commit", fix)
     return None
 
 
@@ -159,16 +172,16 @@ def _moosefs_params(mountpoint: str) -> dict | None:
     return out or None
 
 
-def _moosefs_problem(mountpoint: str) -> str | None:
+def _moosefs_problem(mountpoint: str) -> Refusal | None:
     fix = ("mount it with every metadata cache off (mfsmount -o " + ",".join(MOOSEFS_CLIENT_OPTIONS) +
            "), or, where the platform mounts it and its options cannot be changed (RunPod network volumes), "
            "put the cache in an object store: SEEDREUSE_CACHE_URL=s3://bucket/prefix (docs/OBJECT_STORAGE.md), "
            "or use a local disk")
     params = _moosefs_params(mountpoint)
     if params is None:
-        # the fix last: check_root gives the part after the last "; " as the error's fix
-        return (f"cannot read {mountpoint}/.params, so the MooseFS mount options cannot be verified (once "
-                f"`python -m reuse_backend probe` with --peer says safe, {ENV_TRUSTED}=<fstype> lifts this); {fix}")
+        return Refusal(f"cannot read {mountpoint}/.params, so the MooseFS mount options cannot be verified (once "
+                       f"`python -m reuse_backend probe` with --peer says safe, {ENV_TRUSTED}=<fstype> lifts "
+                       "this)", fix)
     missing = []
     for opt in MOOSEFS_CLIENT_OPTIONS:
         name = opt.split("=", 1)[0]
@@ -178,8 +191,9 @@ def _moosefs_problem(mountpoint: str) -> str | None:
         except ValueError:
             missing.append(opt)
     if missing:
-        return (f"MooseFS client options {missing} are not set for {mountpoint}: with its metadata caches a host "
-                f"was served a just-committed version without its manifest for up to half a second; {fix}")
+        return Refusal(f"MooseFS client options {missing} are not set for {mountpoint}: with its metadata caches "
+                       "a host was served a just-committed version without its manifest for up to half a second",
+                       fix)
     return None
 
 
@@ -188,7 +202,7 @@ def _is_moosefs(fstype: str, source: str) -> bool:
         (fstype == "fuse" and source.startswith("mfs#"))
 
 
-def policy_problem(path) -> str | None:
+def policy_problem(path) -> Refusal | None:
     """Why the store must not run on ``path``'s filesystem, or None."""
     mp, fstype, source = mount_of(path)
     if os.environ.get(ENV_TRUSTED) == fstype:
@@ -196,13 +210,16 @@ def policy_problem(path) -> str | None:
     if _is_moosefs(fstype, source):
         return _moosefs_problem(mp)
     if fstype == "fuse.sshfs":
-        return ("sshfs/SFTP has no stable inode numbers (they are per path), so a writer cannot tell "
-                "whether the lock and staging are still its own; use a local disk or a supported shared "
-                "filesystem (CephFS, MooseFS, GlusterFS with the strict options)")
+        return Refusal("sshfs/SFTP has no stable inode numbers (they are per path), so a writer cannot tell "
+                       "whether the lock and staging are still its own", "use a local disk, a supported shared "
+                       "filesystem (CephFS, MooseFS, GlusterFS with the strict options) or an object store "
+                       "(SEEDREUSE_CACHE_URL=s3://bucket/prefix)")
     if fstype == "fuse.juicefs":
-        return ("JuiceFS fails opens with ENOENT while another host replaces or removes a file, also on fds "
-                "opened before, so a reader can fail in the middle of a load during another host's commit; "
-                "use CephFS, MooseFS, GlusterFS with the strict options, or a local disk")
+        return Refusal("JuiceFS fails opens with ENOENT while another host replaces or removes a file, also on "
+                       "fds opened before, so a reader can fail in the middle of a load during another host's "
+                       "commit", "use CephFS, MooseFS, GlusterFS with the strict options, an object store "
+                       "(SEEDREUSE_CACHE_URL=s3://bucket/prefix; JuiceFS itself stores its data in one), or a "
+                       "local disk")
     if fstype == "fuse.glusterfs":
         return _gluster_problem(mp)
     return None
@@ -236,7 +253,7 @@ def check_root(root) -> None:
             f"the cache root {root} is on {fstype} ({source}), where the store cannot run safely: {problem}",
             expected="a local disk, CephFS, MooseFS or GlusterFS with the strict option set",
             actual=f"{fstype} at {mp}",
-            fix=problem.rsplit("; ", 1)[-1] if "; " in problem else "use a local disk or a supported filesystem",
+            fix=problem.fix,
             details={"root": str(root), "filesystem": fstype, "mountpoint": mp, "source": source})
 
 

@@ -158,8 +158,15 @@ def test_glusterfs_policy(tmp_path, monkeypatch, argv, graph, ok, word):
     problem = fsys.policy_problem(tmp_path)
     if ok:
         assert problem is None
-    else:
-        assert problem and word in problem and "performance.stat-prefetch off" in problem
+        return
+    assert problem and word in problem and "performance.stat-prefetch off" in problem
+    # the refusal a user sees carries the whole fix: volume and client options (it holds a ';')
+    fsys.reset_cache()
+    with pytest.raises(UnsupportedFilesystemError) as info:
+        fsys.check_root(tmp_path)
+    fsys.reset_cache()
+    fix = info.value.fix
+    assert "performance.stat-prefetch off" in fix and "--entry-timeout=0" in fix, fix
 
 
 def test_mountinfo_octal_escapes():
