@@ -119,7 +119,7 @@ class _Handler(BaseHTTPRequestHandler):
                 else:
                     self._close()
             elif action == "stall":
-                self._forward(stall_after=rule.params["after_bytes"], after=rule.params["hold"])
+                self._forward(stall=(rule.params["after_bytes"], rule.params["hold"]))
             elif action in ("drop", "hold"):
                 self._forward(after=rule.params.get("hold"))
             else:
@@ -170,7 +170,7 @@ class _Handler(BaseHTTPRequestHandler):
         self.wfile.write(body)
 
     # ------------------------------------------------------------------ upstream side
-    def _forward(self, *, strip=(), stall_after: int | None = None, after: Hold | None = None) -> None:
+    def _forward(self, *, strip=(), stall: tuple[int, Hold] | None = None, after: Hold | None = None) -> None:
         proxy = self.server.proxy
         headers = [(k, v) for k, v in self.headers.items() if k.lower() not in HOP]
         chunks = self._body_chunks()
@@ -190,11 +190,11 @@ class _Handler(BaseHTTPRequestHandler):
             up.endheaders()
             sent = 0
             for data in chunks:
-                if stall_after is not None and sent + len(data) >= stall_after:
-                    up.send(data[:max(0, stall_after - sent)])
-                    after.target = self.path
-                    after.arrived.set()
-                    after._go.wait(HOLD_BOUND_S)          # silence until released
+                if stall is not None and sent + len(data) >= stall[0]:
+                    up.send(data[:max(0, stall[0] - sent)])
+                    stall[1].target = self.path
+                    stall[1].arrived.set()
+                    stall[1]._go.wait(HOLD_BOUND_S)       # silence until released
                     self._close()
                     return
                 up.send(b"%x\r\n%s\r\n" % (len(data), data) if chunked else data)
@@ -217,11 +217,12 @@ class _Handler(BaseHTTPRequestHandler):
             if not after._go.wait(HOLD_BOUND_S) or not after.forward or self.server.proxy.closed.is_set():
                 self._close()
                 return
+        sized = body is not None and self.command != "HEAD"     # a HEAD keeps the object's length
         self.send_response_only(resp.status, resp.reason)
         for k, v in resp.getheaders():
-            if k.lower() not in HOP and not (body is not None and k.lower() == "content-length"):
+            if k.lower() not in HOP and not (sized and k.lower() == "content-length"):
                 self.send_header(k, v)
-        if body is not None and self.command != "HEAD":
+        if sized:
             self.send_header("Content-Length", str(len(body)))
         self.end_headers()
         if body is not None:

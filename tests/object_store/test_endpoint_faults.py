@@ -68,8 +68,8 @@ def test_a_few_slowdowns_are_retried_and_the_commit_succeeds(bucket_url, proxied
 
 
 def test_persistent_slowdown_fails_clearly_after_bounded_retries(bucket_url, proxied, tmp_path):
-    proxy = proxied(AWS_MAX_ATTEMPTS=3)
     _, v1 = commit(bucket_url, tmp_path / "h0", 1)
+    proxy = proxied(AWS_MAX_ATTEMPTS=3)
     proxy.fail("PUT", RECORD, 503, "SlowDown", times=None)
     tx = _begin(bucket_url, tmp_path / "h1", 2)
     with pytest.raises(ObjectStoreError) as e:
@@ -85,8 +85,8 @@ def test_persistent_slowdown_fails_clearly_after_bounded_retries(bucket_url, pro
 
 
 def test_an_upload_stalled_past_the_timeout_is_retried(bucket_url, proxied, tmp_path):
-    proxy = proxied(SEEDREUSE_S3_TIMEOUT_S=2)
     commit(bucket_url, tmp_path / "h0", 1)
+    proxy = proxied(SEEDREUSE_S3_TIMEOUT_S=3)
     stalled = proxy.stall("PUT", r"/data/", after_bytes=256 << 10)     # in the middle of the 1 MiB slot
     tx, v2 = commit(bucket_url, tmp_path / "h1", 2)
     assert stalled.arrived.is_set() and proxy.count("PUT", _data_key(tx, "slot_image.safetensors")) == 2
@@ -94,8 +94,8 @@ def test_an_upload_stalled_past_the_timeout_is_retried(bucket_url, proxied, tmp_
 
 
 def test_an_upload_that_always_stalls_fails_clearly_and_publishes_nothing(bucket_url, proxied, tmp_path):
-    proxy = proxied(SEEDREUSE_S3_TIMEOUT_S=2, AWS_MAX_ATTEMPTS=2)
     _, v1 = commit(bucket_url, tmp_path / "h0", 1)
+    proxy = proxied(SEEDREUSE_S3_TIMEOUT_S=3, AWS_MAX_ATTEMPTS=2)
     proxy.stall("PUT", r"/data/", after_bytes=256 << 10, times=None)
     tx = _begin(bucket_url, tmp_path / "h1", 2)
     with pytest.raises(ObjectStoreError) as e:
@@ -177,8 +177,8 @@ def test_the_gateway_restarted_while_a_run_stages(bucket_url, gateway, tmp_path)
 
 def test_the_gateway_gone_during_the_commit_fails_clearly_and_loses_nothing(bucket_url, gateway, proxied,
                                                                            tmp_path):
-    proxy = proxied(AWS_MAX_ATTEMPTS=3)
     _, v1 = commit(bucket_url, tmp_path / "h0", 1)
+    proxy = proxied(AWS_MAX_ATTEMPTS=3)
     tx = _begin(bucket_url, tmp_path / "h1", 2, lease_s=3, heartbeat_s=0.5)
     hold = proxy.hold("PUT", RECORD)
     t, out = _commit_in_thread(tx)
