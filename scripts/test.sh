@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The whole test suite: sets up what is missing (idempotent), then runs pytest on each host of
 # SEEDREUSE_TEST_HOSTS. Default: ComfyUI 0.3.75 (every tier), then ComfyUI 0.33.0 (every tier
-# that starts a ComfyUI worker; the backend tier imports no host and runs once), the second
+# that starts a ComfyUI worker; what imports no host, marker hostfree, runs once), the second
 # from the tree in $SEEDREUSE_HOSTS_DIR (default ../shared/hosts). Without that tree (a user's
 # fresh clone) the suite runs on 0.3.75 alone and says so at the start and at the end.
 #   SEEDREUSE_TEST_HOSTS=0.3.75 bash scripts/test.sh                                 # one host
@@ -48,10 +48,11 @@ for h in $HOSTS; do
     out=$(SEEDREUSE_HOST="$h" bash scripts/setup.sh --with-browser)
     VENV=$(printf '%s\n' "$out" | tail -n 1)
     label="ComfyUI $h"
-    # the backend tier imports no host: it runs with the first host only
+    # what imports no host (the backend tier, the pure-store object-store tests: marker
+    # hostfree, tests/conftest.py) runs with the first host only
     if [ ${#args[@]} -eq 0 ]; then
       args=(tests)
-      [ "$first" = 1 ] || args=(tests -m "not backend")
+      [ "$first" = 1 ] || args=(tests -m "not hostfree")
     fi
     if [ "$h" = 0.3.75 ]; then
       run=(env -u COMFYUI_PATH "$VENV/bin/python" -m pytest -q -ra --durations=15 "${args[@]}")

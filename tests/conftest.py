@@ -68,7 +68,10 @@ def _tier(item) -> str:
 
 def pytest_collection_modifyitems(config, items):
     for item in items:
-        item.add_marker(getattr(pytest.mark, _tier(item)))
+        tier = _tier(item)
+        item.add_marker(getattr(pytest.mark, tier))
+        if tier == "backend":
+            item.add_marker(pytest.mark.hostfree)
         if Path(str(item.fspath)).name in SMOKE_FILES and item.originalname not in SMOKE_EXCLUDED:
             item.add_marker(pytest.mark.smoke)
 
@@ -85,6 +88,9 @@ def pytest_configure(config):
     for name, what in TIERS.items():
         config.addinivalue_line("markers", f"{name}: tier - {what}")
     config.addinivalue_line("markers", "smoke: a few host smoke tests (with backend: the fast lane)")
+    config.addinivalue_line("markers", "hostfree: starts no ComfyUI worker and imports no host (the backend "
+                                       "tier, and modules of other tiers that say so): scripts/test.sh runs "
+                                       "it with the first host only")
     config.addinivalue_line("markers", "exhaustive: enumerations (every fs operation, every write kind, "
                                        "two uids): in the full suite, not in the fast lane")
     if not config.pluginmanager.has_plugin("seedreuse-root-dir"):

@@ -34,6 +34,7 @@ DEFAULT_TIMEOUT_S = 30.0
 MULTIPART_BYTES = 64 << 20
 CHUNK = 8 << 20
 CONFLICT_RETRIES = 5
+DEFAULT_ATTEMPTS = 5
 
 
 class Precondition(Exception):
@@ -76,8 +77,9 @@ class Client:
         self.bucket, self._exc = bucket, botocore.exceptions
         retries = {"mode": os.environ.get("AWS_RETRY_MODE") or "standard"}
         if not os.environ.get("AWS_MAX_ATTEMPTS"):
-            retries["max_attempts"] = 5
-        timeout = env_settings.seconds(ENV_TIMEOUT, DEFAULT_TIMEOUT_S)
+            retries["max_attempts"] = DEFAULT_ATTEMPTS
+        self.max_attempts = os.environ.get("AWS_MAX_ATTEMPTS") or f"{DEFAULT_ATTEMPTS}, the default"
+        timeout = self.timeout_s = env_settings.seconds(ENV_TIMEOUT, DEFAULT_TIMEOUT_S)
         cfg = botocore.config.Config(retries=retries, connect_timeout=min(10.0, timeout),
                                      read_timeout=timeout, max_pool_connections=32)
         session = boto3.session.Session()
@@ -107,34 +109,42 @@ class Client:
         return time.time() + self._skew
 
     def error(self, e: Exception, op: str, key: str) -> Exception:
-        """The typed error of a failed call (Precondition, NotFound, or ObjectStoreError)."""
+        """The typed error of a failed call (Precondition, NotFound, or ObjectStoreError naming
+        the endpoint, the key, the attempts made and the fix)."""
+        where = f"s3://{self.bucket}/{key}"
         if isinstance(e, self._exc.ClientError):
             err = e.response.get("Error") or {}
-            status = (e.response.get("ResponseMetadata") or {}).get("HTTPStatusCode")
+            meta = e.response.get("ResponseMetadata") or {}
+            status = meta.get("HTTPStatusCode")
             code = str(err.get("Code") or status)
             if status == 412 or code == "PreconditionFailed":
                 return Precondition(key)
             if status == 404 or code in ("NoSuchKey", "NotFound", "404"):
                 return NotFound(key)
+            tries = int(meta.get("RetryAttempts") or 0) + 1
             fix = {"NoSuchBucket": "create the bucket, or fix the bucket name in SEEDREUSE_CACHE_URL",
                    "AccessDenied": "give these credentials read, write, list and delete on the prefix",
                    "InvalidAccessKeyId": "check the AWS credentials this worker uses (AWS_PROFILE, "
                                          "AWS_ACCESS_KEY_ID, the credentials file)",
                    "SignatureDoesNotMatch": "check the secret key and the endpoint/region",
-                   "SlowDown": "the store throttles: lower the request rate or raise AWS_MAX_ATTEMPTS",
+                   "SlowDown": f"the store throttles this prefix: lower the request rate (fewer workers "
+                               f"committing at once) or raise AWS_MAX_ATTEMPTS (now {self.max_attempts}), then rerun",
+                   "ConditionalRequestConflict": "another write to the same key kept conflicting; rerun",
                    }.get(code, "check the endpoint and credentials (python -m reuse_backend probe "
                                f"s3://{self.bucket}/...), then rerun")
             return ObjectStoreError(
-                f"the object store refused {op} of s3://{self.bucket}/{key}: {code} "
-                f"({err.get('Message') or 'no message'})", expected="success", actual=f"HTTP {status} {code}",
+                f"the object store at {self.endpoint} refused {op} of {where} after {tries} attempt"
+                f"{'s' if tries > 1 else ''}: {code} ({err.get('Message') or 'no message'})",
+                expected="success", actual=f"HTTP {status} {code}",
                 fix=fix, details={"operation": op, "key": key, "code": code, "status": status,
-                                  "endpoint": self.endpoint})
+                                  "endpoint": self.endpoint, "attempts": tries})
         if isinstance(e, (self._exc.BotoCoreError, OSError)) or type(e).__module__.startswith(("urllib3", "http.")):
             return ObjectStoreError(
-                f"the object store at {self.endpoint} did not answer {op} of s3://{self.bucket}/{key}: "
-                f"{type(e).__name__}: {e}", expected="an answer within the retries", actual=str(e)[:300],
+                f"the object store at {self.endpoint} did not answer {op} of {where} within the retries "
+                f"(AWS_MAX_ATTEMPTS: {self.max_attempts}; {ENV_TIMEOUT}: {self.timeout_s:g} s): {type(e).__name__}: {e}",
+                expected="an answer within the retries", actual=str(e)[:300],
                 fix="check that the endpoint is reachable from this worker (AWS_ENDPOINT_URL_S3), or raise "
-                    f"{ENV_TIMEOUT} / AWS_MAX_ATTEMPTS if it is slow; nothing was published",
+                    f"{ENV_TIMEOUT} / AWS_MAX_ATTEMPTS if it is slow, then rerun",
                 details={"operation": op, "key": key, "endpoint": self.endpoint})
         return e
 

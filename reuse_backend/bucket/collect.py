@@ -9,7 +9,8 @@ order: the log (t1), the data objects (t2), the leases of runs and readers (t3),
   data object such a record names; every data object of a run whose lease is live;
 * deleted: the records before ``keep_from`` (never the newest: numbering never restarts), the data
   objects no kept record names whose run has no live lease, stale leases, incomplete uploads of
-  runs without a live lease.
+  runs without a live lease, stale single-flight claims with their entries, and entries older
+  than a lease that have no claim (an entry goes with its claim, single_flight.py).
 
 Why the order is safe: a reader or run takes its lease before it reads the log, so one that the
 t3 listing missed reads a record at least as new as t1's newest, which is kept; a run that
@@ -23,7 +24,9 @@ log number (the current version again); a run named by a fence after its base pu
 
 What this does not guarantee: a stale judgement uses the store's clock against the lease's
 LastModified, so a run paused past its lease is fenced even if it would have resumed; it then
-fails cleanly and its rerun succeeds.
+fails cleanly and its rerun succeeds. A stale claim is deleted only when its ETag is still the
+one listed, but a run taking it over between that look and the delete loses it (a claim only
+saves work: that run and a waiter may both encode).
 """
 from __future__ import annotations
 
@@ -34,6 +37,7 @@ from dataclasses import dataclass, field
 from ..errors import CacheBusyError, CorruptCacheError
 from . import leases, log as commit_log, records
 from .client import NotFound
+from .location import ENTRY_SUFFIX
 
 log = logging.getLogger("seedreuse")
 
@@ -82,7 +86,8 @@ def collect(cache, *, dry_run: bool = False) -> Collected:
     runs, stale_runs = leases.live(client, keys.lease_prefix, cache.lease_s)        # t3
     readers, stale_readers = leases.live(client, keys.reader_prefix, cache.lease_s)
     now = commit_log.numbers(client, keys)                                          # t4
-    if not first and not now and not data and not stale_runs and not stale_readers:
+    dead_claims = _dead_claims(cache)
+    if not first and not now and not data and not stale_runs and not stale_readers and not dead_claims:
         return out
     keep_from = min([first[-1] if first else (now[-1] if now else 1)]
                     + [_since(o) for o in runs + readers])
@@ -105,7 +110,8 @@ def collect(cache, *, dry_run: bool = False) -> Collected:
         if f"data/{run_id}/{sha}" not in referenced and run_id not in live_runs:
             dead_data.append(o.key)
     old_records = [keys.log(s) for s in now if s < keep_from and s != now[-1]]
-    deletions = old_records + dead_data + [k for k, _, _ in stale_runs] + [k for k, _, _ in stale_readers]
+    deletions = old_records + dead_data + [k for k, _, _ in stale_runs] + [k for k, _, _ in stale_readers] \
+        + [k for k, _ in dead_claims]
     if not deletions:
         return out
     stale_ids = sorted({k.rsplit("/", 1)[1][:-len(".json")] for k, _, _ in stale_runs})
@@ -120,8 +126,11 @@ def collect(cache, *, dry_run: bool = False) -> Collected:
             out.skipped = "another run committed during the collection; nothing was collected"
             return out
         out.done += fenced
+    listed = dict(dead_claims)
     for k in deletions:
         try:
+            if k in listed and client.head(k).etag != listed[k]:
+                continue                         # taken over since the listing: live again
             client.delete(k)
             out.deleted.append(k)
         except NotFound:
@@ -129,8 +138,37 @@ def collect(cache, *, dry_run: bool = False) -> Collected:
     out.done += _abort_uploads(cache, live_runs)
     if out.deleted:
         out.done.append(f"collected {len(dead_data)} unused data object(s), {len(old_records)} old record(s), "
-                        f"{len(stale_runs) + len(stale_readers)} stale lease(s)")
+                        f"{len(stale_runs) + len(stale_readers)} stale lease(s), {len(dead_claims)} "
+                        "single-flight claim(s) and entries of dead runs")
     return out
+
+
+def _dead_claims(cache) -> list[tuple[str, str]]:
+    """(key, ETag) of the stale claims and of their entries, and of the entries older than a
+    lease that have no claim (their holder died or failed to release them)."""
+    client, keys = cache.client, cache.keys
+    objs, _ = client.list(keys.claim_prefix)
+    now = client.server_now()
+    entries = [o for o in objs if o.key.endswith(ENTRY_SUFFIX)]
+    live, dead = set(), []
+    for o in objs:
+        if o.key.endswith(ENTRY_SUFFIX):
+            continue
+        try:
+            owner, _ = leases.read(client, o.key)
+        except Exception as e:  # noqa: BLE001 - an unreadable claim is judged by its age alone
+            log.debug("claim %s unreadable: %s", o.key, e)
+            owner = None
+        if leases.stale_reason(owner, o.modified, now, cache.lease_s) is None:
+            live.add(o.key)
+        else:
+            dead.append((o.key, o.etag))
+    stale = {k for k, _ in dead}
+    for o in entries:            # a holder writes its claim before its entry, deletes it after
+        claim = o.key[:-len(ENTRY_SUFFIX)] + ".json"
+        if claim in stale or (claim not in live and leases.stale_reason(None, o.modified, now, cache.lease_s)):
+            dead.append((o.key, o.etag))
+    return dead
 
 
 def _abort_uploads(cache, live_runs: set) -> list[str]:

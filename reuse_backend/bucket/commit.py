@@ -25,7 +25,7 @@ from __future__ import annotations
 import logging
 import time
 
-from ..errors import CacheBusyError, TransactionError
+from ..errors import CacheBusyError, ObjectStoreError, TransactionError
 from ..store import rebase
 from . import log as commit_log, records
 from .snapshot import BucketSnapshot
@@ -104,6 +104,15 @@ def publish(tx) -> str:
                 f"cache '{cache.name}': run {tx.run.run_id} lost the race for the next commit record "
                 f"{MAX_ATTEMPTS} times", expected="a free log number", actual=f"{MAX_ATTEMPTS} lost races",
                 fix="rerun; other runs keep committing to this cache at a very high rate")
+    except ObjectStoreError as e:
+        if tx.state == "open":
+            tx.state = "failed"
+        if "published" in e.details:       # the record create says what happened (log.py)
+            raise
+        raise ObjectStoreError(e.message, expected=e.expected, actual=e.actual,
+                               fix=f"{e.fix}. Nothing of this run was published: the last good version of "
+                                   f"cache '{cache.name}' stays current",
+                               details={**e.details, "published": False}) from e
     except BaseException:
         if tx.state == "open":
             tx.state = "failed"
@@ -112,6 +121,10 @@ def publish(tx) -> str:
     for fname, entry in staged.local_files().items():   # this host holds what it wrote
         cache.tier.adopt(staged.file_path(fname), entry["sha256"])
     cache.tier.remember(cache.keys, tx.seq, record)
+    try:
+        tx.remove_staging()          # uploaded and kept as blobs: the staging is done with
+    except OSError as e:
+        log.warning("seedreuse: could not remove the local staging of cache '%s': %s", cache.name, e)
     tx.finish()
     cache.after_commit(tx.seq)      # collection and the size budget; never raises
     return tx.version

@@ -28,6 +28,7 @@ import socket
 import threading
 import time
 
+from ..errors import ObjectStoreError
 from .client import Client, NotFound, Precondition, TooLarge
 
 log = logging.getLogger("seedreuse")
@@ -141,7 +142,7 @@ class RemoteLease:
 
     def release(self) -> None:
         """Stop beating; delete the object when it is still ours (a taken-over claim is left to
-        its new holder). Not guaranteed: between the look and the delete a stale holder's object
+        its new holder); never raises for an unreachable store. Not guaranteed: between the look and the delete a stale holder's object
         may be taken over and then deleted here (a claim only saves work; a run lease's name is
         this run's alone)."""
         self._stop.set()
@@ -157,6 +158,9 @@ class RemoteLease:
                 self.client.delete(self.key)
         except NotFound:
             pass
+        except ObjectStoreError as e:        # unreachable: it turns stale and is collected
+            log.warning("seedreuse: could not release %s (%s); it turns stale after %g s and is collected",
+                        self.key, e.message, self.lease_s)
 
 
 def live(client: Client, prefix: str, default_lease_s: float) -> tuple[list[dict], list[tuple[str, str, str]]]:

@@ -34,6 +34,7 @@ RUN_ID = re.compile(r"[A-Za-z0-9_-]{1,64}\Z")
 SHA = re.compile(r"[0-9a-f]{64}\Z")
 DATA_REL = re.compile(r"data/(?P<run>[A-Za-z0-9_-]{1,64})/(?P<sha>[0-9a-f]{64})\Z")
 SEQ_DIGITS = 20
+ENTRY_SUFFIX = ".entry.json"
 MAX_SEQ = 10 ** SEQ_DIGITS - 1
 
 
@@ -149,7 +150,7 @@ class CacheKeys:
         return f"{self.claim_prefix}{slot}-{tail}.json"
 
     def entry(self, slot: str, digest: str) -> str:
-        return self.claim(slot, digest)[:-len(".json")] + ".entry.json"
+        return self.claim(slot, digest)[:-len(".json")] + ENTRY_SUFFIX
 
     def used(self, host_id: str) -> str:
         return f"{self.used_prefix}{host_id}"

@@ -8,13 +8,16 @@ latest record is never deleted (collect.py), so numbering never restarts under a
 ``latest(after=s)`` is one LIST of the keys after ``s``: the cheap "is my version still current?"
 of the local tier. A create whose answer was lost (a timeout, then botocore's retry saw 412) is
 told apart from a lost race by reading the record back: it is ours when it names our writer and
-version (``create`` returns True then).
+version (``create`` returns True then). A create that failed (refused past the retries, or
+unanswered) is read back too: ours (the answer was lost), absent (nothing was published), or
+unknown when the endpoint stopped answering (the error says so: readers then see this run's
+complete version or the previous one, never a mix).
 """
 from __future__ import annotations
 
 import time
 
-from ..errors import CorruptCacheError
+from ..errors import CorruptCacheError, ObjectStoreError
 from . import records
 from .client import Client, NotFound, Precondition, TooLarge
 from .location import CacheKeys
@@ -75,17 +78,39 @@ def between(client: Client, keys: CacheKeys, lo: int, hi: int) -> tuple[list[dic
     return recs, [r["seq"] for r in recs] == list(range(lo + 1, hi + 1))
 
 
+def _ours(there: dict | None, rec: dict) -> bool:
+    return there is not None and there["writer"] == rec["writer"] and \
+        (there["manifest"] or {}).get("version") == (rec["manifest"] or {}).get("version")
+
+
 def create(client: Client, keys: CacheKeys, rec: dict) -> bool:
     """Create record ``rec["seq"]``: True when it is ours, False when another writer has that
-    number (the caller re-reads and tries the next one)."""
+    number (the caller re-reads and tries the next one). An ObjectStoreError says in
+    ``details["published"]`` whether the record exists: False (it does not), None (unknown:
+    the endpoint stopped answering after the create may have been carried out)."""
     data = records.dumps(rec)
+    key = keys.log(rec["seq"])
     try:
-        client.put(keys.log(rec["seq"]), data, create_only=True)
+        client.put(key, data, create_only=True)
         return True
     except Precondition:
         try:
             there = _get(client, keys, rec["seq"])
         except CorruptCacheError:
             return False
-        return there is not None and there["writer"] == rec["writer"] and \
-            (there["manifest"] or {}).get("version") == (rec["manifest"] or {}).get("version")
+        return _ours(there, rec)
+    except ObjectStoreError as e:
+        failed = e
+    try:                      # refused or unanswered: was it carried out all the same?
+        there = _get(client, keys, rec["seq"])
+    except (ObjectStoreError, CorruptCacheError):
+        raise ObjectStoreError(
+            failed.message, expected=failed.expected, actual=failed.actual,
+            fix=f"{failed.fix}. Whether commit record {rec['seq']} was created is unknown: readers see this "
+                "run's complete version or the previous one, never a mix (the next run or check tells which)",
+            details={**failed.details, "published": None}) from failed
+    if _ours(there, rec):
+        return True
+    raise ObjectStoreError(failed.message, expected=failed.expected, actual=failed.actual,
+                           fix=f"{failed.fix}. Commit record {rec['seq']} was not created: nothing of this run "
+                               "was published", details={**failed.details, "published": False}) from failed

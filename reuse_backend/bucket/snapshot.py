@@ -29,6 +29,7 @@ class BucketSnapshot(Snapshot):
         self.seq, self.record, self.objects = seq, record, dict(record["objects"])
         self._lease = reader_lease
         self._open = True
+        self._reading = False
 
     def dir_fd(self) -> int:
         raise TransactionError("a bucket version has no directory", expected="a folder version",
@@ -61,8 +62,32 @@ class BucketSnapshot(Snapshot):
                     f"{cache.root} clear {self.name} --yes)", details={"cache": self.name, "file": fname}) from None
         fd = os.open(path, fsops.O_READ)
         self._fds[fname] = fd
-        cache.record_use()
         return fd
+
+    def _read(self, fname: str, read):
+        """A value file read as on a folder; a use is recorded (the budget's last use) only
+        once it loaded: a refused object records nothing."""
+        self._reading = True
+        try:
+            value = super()._read(fname, read)
+        except CorruptCacheError as e:       # name the object, and the command for this bucket
+            cache = self.cache
+            key = cache.keys.data(self.objects[fname])
+            raise CorruptCacheError(
+                f"{e.message} (object s3://{cache.loc.bucket}/{key} of commit record {self.seq})",
+                expected=e.expected, actual=e.actual,
+                fix=f"nothing from it was used; clear the cache (python -m reuse_backend --root {cache.root} "
+                    f"clear {self.name} --yes) and rerun", details={**e.details, "key": key}) from None
+        finally:
+            self._reading = False
+        self.cache.record_use()
+        return value
+
+    def open_file(self, fname: str):
+        f = super().open_file(fname)
+        if not self._reading:
+            self.cache.record_use()
+        return f
 
     def file_hash_ok(self, fname: str) -> bool:
         # a fetched blob was hashed as it was downloaded; a local one is hashed again here

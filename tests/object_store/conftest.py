@@ -12,7 +12,10 @@ import uuid
 
 import pytest
 
+from reuse_backend.bucket import client as clients, probe
+
 from . import rgw as rgw_mod
+from .fault_proxy import FaultProxy
 
 
 def _in_ci() -> bool:
@@ -55,3 +58,38 @@ def bucket_url(rgw, s3env, request):
     base = rgw.bucket("seedreuse-tier")
     name = "".join(c if c.isalnum() else "-" for c in request.node.name)[:40].strip("-")
     return f"{base}/{name}-{uuid.uuid4().hex[:8]}"
+
+
+@pytest.fixture
+def proxy(rgw):
+    """A fault-injecting proxy in front of the session's RGW (fault_proxy.py), closed after the
+    test (every held or stalled request released)."""
+    with FaultProxy(rgw.endpoint, credentials=(rgw_mod.ACCESS, rgw_mod.SECRET, "us-east-1")) as p:
+        yield p
+
+
+@pytest.fixture
+def proxied(proxy, s3env, monkeypatch):
+    """``proxied(**env) -> proxy``: from now on this process's S3 clients go through the proxy,
+    with ``env`` set too (e.g. SEEDREUSE_S3_TIMEOUT_S=2, AWS_MAX_ATTEMPTS=3); the clients and
+    the probe's verdicts are dropped again after the test."""
+    def use(**env):
+        for k, v in {**proxy.env(), **env}.items():
+            monkeypatch.setenv(k, str(v))
+        clients.forget_clients()
+        probe.forget()
+        return proxy
+    yield use
+    clients.forget_clients()
+    probe.forget()
+
+
+@pytest.fixture
+def gateway(rgw):
+    """The session's RGW for a test that kills or restarts its gateway: started again after
+    the test whatever happened."""
+    try:
+        yield rgw
+    finally:
+        rgw.ensure_gateway()
+        clients.forget_clients()

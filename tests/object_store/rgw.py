@@ -222,6 +222,18 @@ class RGW:
             p.wait()
         _wait(lambda: not self._answers(), 30, "radosgw to stop answering")
 
+    def restart_gateway(self) -> None:
+        """SIGKILL the gateway, then start it again on the same port (the cluster and every
+        object stay): a server restarted mid-run."""
+        self.kill_gateway()
+        self.start_gateway()
+
+    def ensure_gateway(self) -> None:
+        """Start the gateway when a test left it stopped (its finally)."""
+        if not self._answers():
+            self.kill_gateway()
+            self.start_gateway()
+
     def bucket(self, name: str) -> str:
         import boto3        # noqa: PLC0415 - the test environment's client
         s3 = boto3.session.Session().client("s3", endpoint_url=self.endpoint, aws_access_key_id=ACCESS,

@@ -16,6 +16,7 @@ from reuse_backend.errors import TransactionError
 from reuse_backend.store import RunInfo, take_index
 from reuse_backend.stores import open_cache
 
+pytestmark = pytest.mark.hostfree
 KEY = {"digest": "a" * 64}
 
 
@@ -60,6 +61,13 @@ def test_a_commit_is_read_back_on_another_host(bucket_url, host_a, host_b):
     assert snap.version == version and snap.slot_entry("text")["key"] == KEY
     assert torch.equal(snap.load_slot("text")["cond"], _value(1)["cond"])
     snap.close()
+
+
+def test_a_commit_keeps_its_files_as_blobs_and_leaves_no_local_staging(bucket_url, host_a):
+    tx, _ = _commit(bucket_url, host_a, 1)
+    entry = tx.staged.files["slot_text.safetensors"]
+    assert tx.cache.tier.has(entry["sha256"], entry["bytes"])
+    assert not tx.staging.exists() and not any(tx.cache.tier.staging_parent(tx.cache.keys).glob("*"))
 
 
 def test_a_hit_on_a_version_this_host_holds_costs_one_list(bucket_url, host_a, host_b):
