@@ -34,6 +34,8 @@ case "$HOSTS" in
 esac
 [ -z "$ONE_HOST_NOTE" ] || say "$ONE_HOST_NOTE"
 
+# tests marked one_host(<version>) run once, on that host, when it is among these (tests/conftest.py)
+export SEEDREUSE_RUN_HOSTS="$HOSTS"
 status=0
 first=1
 summary=()

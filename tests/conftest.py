@@ -66,7 +66,33 @@ def _tier(item) -> str:
     return "host" if item.get_closest_marker("comfy") else "backend"
 
 
+def _one_host_elsewhere(item) -> str | None:
+    """The host a ``one_host`` test runs on instead of this one, or None (it runs here).
+
+    ``@pytest.mark.one_host("0.3.75")``: what the test proves does not depend on the ComfyUI host
+    (a shared filesystem's or an object store's semantics across two simulated hosts), so a run of
+    scripts/test.sh over several hosts runs it once, on the named one (CI time). Where that host is
+    not among the hosts of this run (SEEDREUSE_RUN_HOSTS, set by scripts/test.sh; unset: a plain
+    pytest run) it runs on whatever host this is."""
+    mark = item.get_closest_marker("one_host")
+    if mark is None or not mark.args:
+        return None
+    want = str(mark.args[0])
+    run_hosts = os.environ.get("SEEDREUSE_RUN_HOSTS", "").split()
+    if want not in run_hosts:
+        return None
+    try:
+        here = host.comfyui_version()
+    except host.HostNotFound:
+        return None
+    return None if here == want else want
+
+
 def pytest_collection_modifyitems(config, items):
+    elsewhere = [it for it in items if _one_host_elsewhere(it)]
+    if elsewhere:
+        config.hook.pytest_deselected(items=elsewhere)
+        items[:] = [it for it in items if it not in elsewhere]
     for item in items:
         tier = _tier(item)
         item.add_marker(getattr(pytest.mark, tier))
@@ -88,6 +114,8 @@ def pytest_configure(config):
     for name, what in TIERS.items():
         config.addinivalue_line("markers", f"{name}: tier - {what}")
     config.addinivalue_line("markers", "smoke: a few host smoke tests (with backend: the fast lane)")
+    config.addinivalue_line("markers", "one_host(version): runs on that ComfyUI host only when scripts/test.sh "
+                                       "runs several (what it proves does not depend on the host)")
     config.addinivalue_line("markers", "hostfree: starts no ComfyUI worker and imports no host (the backend "
                                        "tier, and modules of other tiers that say so): scripts/test.sh runs "
                                        "it with the first host only")
