@@ -44,6 +44,9 @@ class Refusal(str):
         self.why, self.fix = why, fix
         return self
 
+    def __getnewargs__(self):          # copy, deepcopy and pickle rebuild it from both parts
+        return self.why, self.fix
+
 GLUSTER_CLIENT_FLAGS = ("--entry-timeout=0", "--attribute-timeout=0", "--negative-timeout=0",
                         "--fopen-keep-cache=false")
 MOOSEFS_CLIENT_OPTIONS = ("mfsattrcacheto=0", "mfsentrycacheto=0", "mfsdirentrycacheto=0", "mfsnegentrycacheto=0")

@@ -272,7 +272,7 @@ def probe(root, peer=None) -> ProbeReport:
                         "the rest of this group did not run")
         policy = filesystems.policy_problem(root)
         if policy:
-            rep.add("filesystem policy", "unsafe", policy)
+            rep.add("filesystem policy", "unsafe", str(policy))
     finally:
         shutil.rmtree(d, ignore_errors=True)
     return rep

@@ -201,3 +201,15 @@ def test_moosefs_policy(tmp_path, monkeypatch, params, ok):
         fsys.check_root(tmp_path)
     fix = info.value.fix
     assert "mfsdirentrycacheto=0" in fix and "SEEDREUSE_CACHE_URL=s3://" in fix, fix
+
+
+def test_the_probe_reports_a_refused_filesystem_as_json(tmp_path, monkeypatch):
+    """`probe --json` on a refused filesystem: the policy check is a plain string in the report
+    (a Refusal carrying its fix failed the report's copy: the GlusterFS stock soak's probe died)."""
+    import json
+    from reuse_backend.store import probe
+    monkeypatch.setattr(fsys, "policy_problem", lambda root: fsys.Refusal("options are not set", "set them; then x"))
+    rep = probe.probe(tmp_path)
+    got = json.loads(json.dumps(rep.to_dict()))
+    policy = [c for c in got["checks"] if c["name"] == "filesystem policy"]
+    assert got["verdict"] == "unsafe" and policy[0]["detail"] == "options are not set; set them; then x"
