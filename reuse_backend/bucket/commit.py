@@ -15,6 +15,9 @@ Steps, each invariant stated where it is enforced:
 4. Create record ``newest + 1`` with If-None-Match: ``*`` (log.py). Invariant (one winner): the
    store's conditional create lets exactly one writer have each number; the loser goes back to 2.
    A version becomes current by this one small PUT.
+5. This host keeps what the run wrote (hard links into the local tier), then the run's local
+   staging is removed (a committed run leaves nothing on the host; a killed one's staging is
+   removed by the next run of the cache on that host, local_tier.sweep_staging).
 
 What this does not guarantee: a run whose lease expired but that no collection fenced (nothing
 was collected meanwhile) still publishes its own complete version: nothing of it was removed,
@@ -112,6 +115,10 @@ def publish(tx) -> str:
     for fname, entry in staged.local_files().items():   # this host holds what it wrote
         cache.tier.adopt(staged.file_path(fname), entry["sha256"])
     cache.tier.remember(cache.keys, tx.seq, record)
+    try:       # its files are in the bucket and the tier now: the local staging goes (nobody else's)
+        tx.remove_staging()
+    except OSError as e:    # only this process could remove it; a restarted worker's sweep does
+        log.warning("seedreuse: could not remove the local staging of cache '%s': %s", cache.name, e)
     tx.finish()
     cache.after_commit(tx.seq)      # collection and the size budget; never raises
     return tx.version

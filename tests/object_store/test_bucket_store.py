@@ -62,6 +62,15 @@ def test_a_commit_is_read_back_on_another_host(bucket_url, host_a, host_b):
     snap.close()
 
 
+def test_a_committed_run_leaves_no_local_staging(bucket_url, host_a):
+    """Its files are in the bucket and the local tier: the staging goes with the commit (a
+    live worker's sweep never removes its own process's staging, so it would stay forever)."""
+    tx, _ = _commit(bucket_url, host_a, 1)
+    tx2, _ = _commit(bucket_url, host_a, 2)
+    assert not tx.staging.exists() and not tx2.staging.exists()
+    assert not tx.staging.parent.exists() or list(tx.staging.parent.iterdir()) == []
+
+
 def test_a_hit_on_a_version_this_host_holds_costs_one_list(bucket_url, host_a, host_b):
     _commit(bucket_url, host_a, 1)
     first = BucketCache(bucket_url, "c", local_root=host_b)
