@@ -1,15 +1,16 @@
 """What is collected on a bucket, and when: never anything a live run or reader can still use.
 
 A collection of one cache (after each commit, by ``gc`` and ``check --repair``) lists, in this
-order: the log (t1), the data objects (t2), the leases of runs and readers (t3), the log again
-(t4). Then:
+order: the log (t1), the data objects (t2), the leases of runs and readers and the single-flight
+claims (t3), the log again (t4). Then:
 
 * kept: every record from ``keep_from`` on, where ``keep_from`` is the newest record at t1, or the
   ``since`` of a live lease when that is older (a live run's base, a reader's version); every
   data object such a record names; every data object of a run whose lease is live;
 * deleted: the records before ``keep_from`` (never the newest: numbering never restarts), the data
   objects no kept record names whose run has no live lease, stale leases, incomplete uploads of
-  runs without a live lease.
+  runs without a live lease, stale claims (a holder that died or stalled past its lease) and the
+  entries of claims that are not live (single_flight.py).
 
 Why the order is safe: a reader or run takes its lease before it reads the log, so one that the
 t3 listing missed reads a record at least as new as t1's newest, which is kept; a run that
@@ -23,7 +24,10 @@ log number (the current version again); a run named by a fence after its base pu
 
 What this does not guarantee: a stale judgement uses the store's clock against the lease's
 LastModified, so a run paused past its lease is fenced even if it would have resumed; it then
-fails cleanly and its rerun succeeds.
+fails cleanly and its rerun succeeds. A stale claim taken over (If-Match) between this listing
+and its deletion loses its new holder's claim: that run learns it at its next heartbeat and
+publishes no entry; waiters then encode themselves (single flight saves work, it is not needed
+for correctness).
 """
 from __future__ import annotations
 
@@ -38,6 +42,7 @@ from .client import NotFound
 log = logging.getLogger("seedreuse")
 
 PUBLISH_ATTEMPTS = 32
+ENTRY_TAIL = ".entry.json"      # location.CacheKeys.entry: beside its claim
 
 
 @dataclass
@@ -81,8 +86,9 @@ def collect(cache, *, dry_run: bool = False) -> Collected:
     data, _ = client.list(keys.data_prefix)                                         # t2
     runs, stale_runs = leases.live(client, keys.lease_prefix, cache.lease_s)        # t3
     readers, stale_readers = leases.live(client, keys.reader_prefix, cache.lease_s)
+    dead_claims = _dead_claims(cache)
     now = commit_log.numbers(client, keys)                                          # t4
-    if not first and not now and not data and not stale_runs and not stale_readers:
+    if not first and not now and not data and not stale_runs and not stale_readers and not dead_claims:
         return out
     keep_from = min([first[-1] if first else (now[-1] if now else 1)]
                     + [_since(o) for o in runs + readers])
@@ -105,7 +111,8 @@ def collect(cache, *, dry_run: bool = False) -> Collected:
         if f"data/{run_id}/{sha}" not in referenced and run_id not in live_runs:
             dead_data.append(o.key)
     old_records = [keys.log(s) for s in now if s < keep_from and s != now[-1]]
-    deletions = old_records + dead_data + [k for k, _, _ in stale_runs] + [k for k, _, _ in stale_readers]
+    deletions = old_records + dead_data + [k for k, _, _ in stale_runs] + [k for k, _, _ in stale_readers] \
+        + dead_claims
     if not deletions:
         return out
     stale_ids = sorted({k.rsplit("/", 1)[1][:-len(".json")] for k, _, _ in stale_runs})
@@ -129,8 +136,30 @@ def collect(cache, *, dry_run: bool = False) -> Collected:
     out.done += _abort_uploads(cache, live_runs)
     if out.deleted:
         out.done.append(f"collected {len(dead_data)} unused data object(s), {len(old_records)} old record(s), "
-                        f"{len(stale_runs) + len(stale_readers)} stale lease(s)")
+                        f"{len(stale_runs) + len(stale_readers)} stale lease(s), "
+                        f"{len(dead_claims)} dead claim(s) and entries")
     return out
+
+
+def _dead_claims(cache) -> list[str]:
+    """Stale claims, and the entries of claims that are not live (absent or stale). An entry is
+    written by its claim's holder after the claim exists and deleted before it on release, so an
+    entry whose claim is not live in the same listing was left by a dead (or stalled) holder."""
+    objs, _ = cache.client.list(cache.keys.claim_prefix)
+    entries = [o.key for o in objs if o.key.endswith(ENTRY_TAIL)]
+    claims = [o for o in objs if not o.key.endswith(ENTRY_TAIL)]
+    now, live, dead = cache.client.server_now(), set(), []
+    for o in claims:
+        owner = None
+        try:
+            owner, _ = leases.read(cache.client, o.key)
+        except Exception as e:  # noqa: BLE001 - an unreadable claim is judged by its age alone
+            log.debug("claim %s unreadable: %s", o.key, e)
+        if leases.stale_reason(owner, o.modified, now, cache.lease_s) is None:
+            live.add(o.key[:-len(".json")])
+        else:
+            dead.append(o.key)
+    return dead + [k for k in entries if k[:-len(ENTRY_TAIL)] not in live]
 
 
 def _abort_uploads(cache, live_runs: set) -> list[str]:
