@@ -6,12 +6,14 @@ simulated worker host (``host_a``, ``host_b``: separate SEEDREUSE_CACHE_ROOT fol
 from __future__ import annotations
 
 import threading
+import time
 
 import pytest
 import torch
 
 from reuse_backend.bucket.cache import BucketCache
-from reuse_backend.bucket import log as commit_log
+from reuse_backend.bucket import collect, log as commit_log
+from reuse_backend.bucket.client import NotFound
 from reuse_backend.errors import TransactionError
 from reuse_backend.store import RunInfo, take_index
 from reuse_backend.stores import open_cache
@@ -205,3 +207,36 @@ def test_clear_publishes_a_cleared_state_and_a_run_commits_over_it(bucket_url, h
     _, v = _commit(bucket_url, host_b, 3)
     with BucketCache(bucket_url, "c", local_root=host_a).snapshot() as s:
         assert s.version == v
+
+
+def test_a_dead_holders_claim_and_entry_are_collected_once_stale(bucket_url, host_a):
+    """A run that died holding a single-flight claim (after publishing its entry) leaves both;
+    the collection keeps them while the claim is live and removes them once it is stale (a live
+    claim and its entry stay)."""
+    cache = BucketCache(bucket_url, "c", local_root=host_a, lease_s=1.0, heartbeat_s=0.25)
+    tx = cache.begin()
+    dead = cache.claim("text", "d" * 64, tx.run.run_id, wait=0)
+    tx.stage_slot("text", _value(1), key=KEY)
+    assert dead.publish(tx, "text")
+    live = cache.claim("text", "e" * 64, tx.run.run_id, wait=0)
+    assert live.publish(tx, "text")
+    keys = {k: cache.keys.claim("text", k * 64) for k in "de"} | {f"{k}.entry": cache.keys.entry("text", k * 64)
+                                                                for k in "de"}
+    dead.lock._stop.set()                        # its process died: no heartbeat, no release
+    dead.lock._thread.join()
+    collect.collect(cache)
+    assert {k for k, key in keys.items() if _exists(cache, key)} == set(keys)      # not stale yet
+    time.sleep(2.5)                              # past its lease (1 s) and the slack (1 s)
+    collect.collect(cache)
+    assert {k for k, key in keys.items() if _exists(cache, key)} == {"e", "e.entry"}
+    live.release()
+    tx.discard()
+
+
+def _exists(cache, key) -> bool:
+    try:
+        cache.client.head(key)
+        return True
+    except NotFound:
+        return False
+

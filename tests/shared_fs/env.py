@@ -117,11 +117,13 @@ def wait_until(pred, timeout: float, what: str, tick: float = 0.2):
         time.sleep(tick)
 
 
-def base_missing() -> list[str]:
+def base_missing(fuse: bool = True) -> list[str]:
+    """What the environment needs and this machine lacks (``fuse``: the hosts mount the volume
+    through FUSE clients; a profile without them, e.g. an object store, needs no /dev/fuse)."""
     out = []
     if os.geteuid() != 0:
         out.append("root (network namespaces, FUSE mounts, daemons): run as root")
-    if not os.path.exists("/dev/fuse"):
+    if fuse and not os.path.exists("/dev/fuse"):
         out.append("/dev/fuse (FUSE): a machine or container with FUSE")
     out += [f"binary '{b}' (apt package {p})" for b, p in BASE_TOOLS if which(b) is None]
     if not out:
@@ -383,19 +385,22 @@ class FuseClient:
 class Profile:
     """One filesystem with one option set. Subclasses fill in the class attributes and the
     server / client commands; ``refusal`` is the text the pack's refusal must contain when the
-    pack is expected to refuse this root (None: the full soak must pass)."""
+    pack is expected to refuse this root (None: the full soak must pass). A profile with
+    ``fuse = False`` mounts nothing: each host's ``mount`` is then a folder of its own (its local
+    disk), and the server is reached over the network only (an object store)."""
     name = ""
     fs = ""                  # human name
     binaries: tuple = ()     # (binary, the Debian package that has it)
     refusal: str | None = None
     client_env: dict = {}
+    fuse = True
 
     @property
     def options(self) -> str:
         return "defaults"
 
     def install_check(self) -> list[str]:
-        return base_missing() + [f"binary '{b}' ({self.source(p)})" for b, p in self.binaries if self.find(b) is None]
+        return base_missing(self.fuse) + [f"binary '{b}' ({self.source(p)})" for b, p in self.binaries if self.find(b) is None]
 
     def source(self, package: str) -> str:
         return f"apt package {package}"
@@ -546,22 +551,32 @@ class SharedFSEnv:
             self.server.start(binds=self.profile.server_binds(self))
             self.profile.start_server(self)
             self.timings["server_s"] = round(time.monotonic() - t0, 1)
-            for label, netns, mount in (("observer", SERVER_NS, self.shared),
-                                        ("hostA", self.hosts[0].netns, self.hosts[0].mount),
-                                        ("hostB", self.hosts[1].netns, self.hosts[1].mount)):
-                c = FuseClient(label, netns, mount, self.base / f"client-{label}.log", self.state)
-                self.clients.append(c)
-                c.start(self.profile.client_cmd(self, label, mount, label == "observer"),
-                        env=self.profile.client_env)
+            if self.profile.fuse:
+                self._start_clients()
             self.profile.after_mount(self)
-            (self.shared / "cache").mkdir(exist_ok=True)
-            for h in self.hosts:
-                wait_until(lambda h=h: os.path.isdir(h.mount / "cache"), 30, f"{h.name} to see the cache folder")
+            self._cache_folders()
         except BaseException:
             self.teardown()
             raise
         self.timings["setup_s"] = round(time.monotonic() - t0, 1)
         return self
+
+    def _start_clients(self) -> None:
+        for label, netns, mount in (("observer", SERVER_NS, self.shared),
+                                    ("hostA", self.hosts[0].netns, self.hosts[0].mount),
+                                    ("hostB", self.hosts[1].netns, self.hosts[1].mount)):
+            c = FuseClient(label, netns, mount, self.base / f"client-{label}.log", self.state)
+            self.clients.append(c)
+            c.start(self.profile.client_cmd(self, label, mount, label == "observer"), env=self.profile.client_env)
+
+    def _cache_folders(self) -> None:
+        if not self.profile.fuse:       # each host's own folder (its local disk), and the observer's
+            for d in [self.shared] + [h.mount for h in self.hosts]:
+                (d / "cache").mkdir(parents=True, exist_ok=True)
+            return
+        (self.shared / "cache").mkdir(exist_ok=True)
+        for h in self.hosts:
+            wait_until(lambda h=h: os.path.isdir(h.mount / "cache"), 30, f"{h.name} to see the cache folder")
 
     def _lock(self, wait_s: float) -> None:
         """One environment per machine (fixed names and subnet): wait for another to finish."""
@@ -630,7 +645,9 @@ class SharedFSEnv:
 
     def describe(self) -> str:
         return (f"2 simulated hosts (netns + UTS) on {self.profile.fs} ({self.profile.name}: "
-                f"{self.profile.options}), one FUSE client per host, server in its own netns")
+                f"{self.profile.options}), "
+                + ("one FUSE client per host" if self.profile.fuse else "each host with a folder of its own")
+                + ", server in its own netns")
 
 
 PROFILES = {

@@ -124,10 +124,11 @@ class SharedFleet:
 
 # ------------------------------------------------------------------------------ the soak
 
-def committed_version(root: Path, name: str):
-    """The version a reader on this mount is served now (None: nothing committed)."""
+def committed_version(store, name: str):
+    """The version a reader through ``store`` (the soak's view of one mount, or of the bucket
+    with one host's local tier) is served now (None: nothing committed)."""
     try:
-        snap = Cache(root, name).snapshot()
+        snap = store.snapshot(name)
     except ReuseError as e:
         return f"unreadable: {type(e).__name__}: {e.message}"
     if snap is None:
@@ -140,6 +141,7 @@ class CrossHostSoak(Soak):
     def __init__(self, fleet: SharedFleet, cfg: SoakConfig, out_dir: Path, log=print):
         super().__init__(fleet, cfg, out_dir, log=log)
         self.env = fleet.env
+        self.host_views = {h.name: self.store.at_local(self.env.cache_root(h)) for h in self.env.hosts}
         self.stale: list[dict] = []
         self.out_of_step: list[dict] = []
         self.cross_reads = 0
@@ -151,22 +153,21 @@ class CrossHostSoak(Soak):
     def _cross_check(self, idx: int) -> None:
         for name, m in self.models.items():
             want = m.version
-            truth = committed_version(self.root, name)       # the observer's client: what the soak checked
+            truth = committed_version(self.store, name)      # the observer's client: what the soak checked
             if truth != want:
                 # the soak's model is out of step with the volume (a violation was just reported and the
                 # model resynced from what it could read): no baseline to judge the hosts' reads by
                 self.out_of_step.append({"after_request": idx, "cache": name, "model": want, "observer": truth})
                 continue
             for h in self.env.hosts:
-                got = committed_version(self.env.cache_root(h), name)
+                got = committed_version(self.host_views[h.name], name)
                 self.cross_reads += 1
                 if got == want:
                     continue
-                root = self.env.cache_root(h)
                 t0, converged = time.monotonic(), None
                 while time.monotonic() - t0 < STALE_POLL_S:
                     time.sleep(0.2)
-                    if committed_version(root, name) == want:
+                    if committed_version(self.host_views[h.name], name) == want:
                         converged = round(time.monotonic() - t0, 2)
                         break
                 rec = {"after_request": idx, "host": h.name, "cache": name, "latest": want, "served": got,

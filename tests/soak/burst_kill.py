@@ -23,6 +23,11 @@ SIGKILLed there. Who recovers its staging (store/run_lease.py, lease_judge.py):
 
 What the victim left must only ever be repairable (check()), the others still become takes
 (burst.py), and after the repair nothing of the victim is left.
+
+On a bucket (tests/soak/bucket_view.py) nothing of a run is shared until its commit record: the
+victim leaves its run lease object and its host's local staging, which no check calls a problem
+(only collectable garbage) and which a collection removes once the lease expired (the soak's
+settle at its end); the burst does not count them as its own leftovers (``lingering``).
 """
 from __future__ import annotations
 
@@ -31,8 +36,6 @@ import socket
 import subprocess
 import sys
 import threading
-
-from reuse_backend.store.check import REPAIRABLE, check
 
 
 def placement(fleet, n: int, kill: bool) -> tuple[list[int], int | None]:
@@ -86,7 +89,7 @@ def _repair_on_host(soak, w, name: str) -> tuple[str, list[str]]:
     Returns (who ran it, the problem codes it repaired)."""
     host = soak.fleet.host_of(w)
     if host == socket.gethostname():
-        fixed = [p.code for p in check(soak.root, name, repair=True) if p.repaired]
+        fixed = [p.code for p in soak.store.check(name, repair=True) if p.repaired]
         return "check --repair in the soak's process (the same host)", fixed
     from .soak import REPO_ROOT
     argv = [sys.executable, "-m", "reuse_backend", "--root", w.env["SEEDREUSE_CACHE_ROOT"], "check", name, "--repair"]
@@ -115,9 +118,11 @@ def settle(soak, v: dict, others: list) -> list[str]:
     for x in others:          # their run leases are released after execution_success
         _wait_queue_empty(x)
     host, here = soak.fleet.host_of(w), socket.gethostname()
-    left_files = _tmp_entries(soak.root, SEG_CACHE)
-    left = check(soak.root, SEG_CACHE)
-    bad = [str(p) for p in left if p.code not in REPAIRABLE]
+    if soak.store.kind == "bucket":
+        return _settle_on_bucket(soak, v, w, host, info, problems)
+    left_files = _tmp_entries(soak.store.root, SEG_CACHE)
+    left = soak.store.check(SEG_CACHE)
+    bad = [str(p) for p in left if p.code not in soak.store.repairable]
     if bad:
         problems.append(f"the kill left non-repairable problems: {bad}")
     early = [str(p) for p in left if p.code == "stale_tmp" and os.path.basename(p.path) in left_files
@@ -127,7 +132,7 @@ def settle(soak, v: dict, others: list) -> list[str]:
                         f"its lease expired: {early}")
     if left_files:
         who, fixed = _repair_on_host(soak, w, SEG_CACHE)
-        after = _tmp_entries(soak.root, SEG_CACHE)
+        after = _tmp_entries(soak.store.root, SEG_CACHE)
         if after:
             problems.append(f"{who} left the dead run's {after}")
         recovered = f"{left_files}, recovered by {who} (repaired {sorted(set(fixed))})"
@@ -140,4 +145,20 @@ def settle(soak, v: dict, others: list) -> list[str]:
     soak.log(f"[soak burst] killed {w.name} on {host} during the segment burst ({info.get('trigger')}; on disk "
              f"then: {info.get('fs_state')}); left after the others' commits: {recovered}; other hosts recover "
              f"it only once its lease expired")
+    return problems
+
+
+def _settle_on_bucket(soak, v: dict, w, host: str, info: dict, problems: list[str]) -> list[str]:
+    """The victim on a bucket: no problem but collectable garbage, and what it left (its run lease
+    object, its host's local staging) kept aside for the soak's settle, which collects it once
+    the lease expired."""
+    from .soak import SEG_CACHE
+    left = soak.store.problems(SEG_CACHE)
+    if left:
+        problems.append(f"the kill left problems on the bucket: {[str(p) for p in left]}")
+    v["lingering"] = soak.store.left_behind([SEG_CACHE])
+    v["report"] = {"worker": w.name, "host": host, "trigger": info.get("trigger"), "left": [],
+                   "left_files": v["lingering"], "recovered": "by a collection once its lease expired"}
+    soak.log(f"[soak burst] killed {w.name} on {host} during the segment burst ({info.get('trigger')}); it left "
+             f"{v['lingering'] or 'nothing'} (nothing shared: no commit record), collected once its lease expired")
     return problems

@@ -65,15 +65,10 @@ owner's lock, ``.old``), which the next request on that cache must clean up.
 """
 from __future__ import annotations
 
-import ctypes
 import hashlib
 import json
-import os
 import random
-import select
-import shutil
 import socket
-import struct
 import threading
 import time
 import urllib.error
@@ -92,12 +87,10 @@ from seedreuse_lab.reuse_graphs import SEG, SESSION, segment_graph, t2v_reuse
 from seedreuse_lab.worker import ComfyWorker, HTTPFailure, WorkerError, WorkerGroup
 from reuse_backend.media import segments as segmod
 from reuse_backend.media import video
-from reuse_backend.store.check import REPAIRABLE, check
 from reuse_backend.errors import ReuseError
-from reuse_backend.store.lock import read_lock
-from reuse_backend.store import Cache
 
 from .burst import run_bursts
+from .folder_view import FolderView
 from .take_model import VARIANTS, SoakFailure, TakeCorruption, TakeModel, fleet_keep
 
 T2V_CACHE, SEG_CACHE = "default", "segments"
@@ -107,9 +100,15 @@ TEXTS = ("a red fox in the snow", "a blue bird on a wire")
 SEG_TEXT = "a talking test head"
 FAULT_NODE = "300"
 KILL_ERRORS = (WorkerError, HTTPFailure, urllib.error.URLError, ConnectionError, OSError)
-FS_TARGETS = ("tmp-manifest", ".old")
-# the mandatory phase: every kind once, in a seeded order, before any time budget applies
-MANDATORY = ("fail", "interrupt", "kill:late", "kill:tmp-manifest", "kill:.old", "resume") + VARIANTS
+
+
+def mandatory_kinds(kill_targets) -> tuple:
+    """The mandatory phase: every kind once, in a seeded order, before any time budget applies;
+    the commit-phase kills are the store's (FolderView / BucketView ``kill_targets``)."""
+    return ("fail", "interrupt", "kill:late") + tuple(f"kill:{t}" for t in kill_targets) + ("resume",) + VARIANTS
+
+
+MANDATORY = mandatory_kinds(FolderView.kill_targets)
 CLEAN_KINDS = ("resume",) + VARIANTS   # clean successes: any request that shows one covers it
 # kill outcomes that must be covered, and the kind that produces each whatever the speed
 TOP_UPS = (("kill-before-commit", "kill:hold"), ("kill-after-commit", "kill:success"))
@@ -236,6 +235,16 @@ class LocalFleet:
         return f"{len(self.workers)} workers on this host, cache root {self.cache_root}"
 
 
+def store_view(fleet):
+    """What the soak's checks read: the fleet's cache folder, or its bucket (a fleet with a
+    ``cache_url``, tests/object_store/netns_rgw.py) through the store interface."""
+    url = getattr(fleet, "cache_url", None)
+    if url is None:
+        return FolderView(fleet.cache_root)
+    from .bucket_view import BucketView       # boto3 only for a bucket
+    return BucketView(url, fleet.cache_root, host_roots=fleet.local_roots())
+
+
 # ------------------------------------------------------------------ helpers
 
 def sha256_file(path) -> str:
@@ -267,154 +276,11 @@ def slot_actions(res, nodes: dict) -> dict:
     return acts
 
 
-class _Inotify:
-    """Minimal inotify through ctypes (Linux). The kernel queues an event during the system call
-    that causes it, so a window that the run passed while this process had no CPU is still
-    reported (late), never missed. Raises OSError where inotify is unavailable."""
-    IN_MOVED_TO, IN_CREATE, IN_Q_OVERFLOW, IN_ISDIR = 0x80, 0x100, 0x4000, 0x40000000
-    _HDR = struct.Struct("iIII")
-
-    def __init__(self):
-        try:
-            libc = ctypes.CDLL(None, use_errno=True)
-            init, add = libc.inotify_init1, libc.inotify_add_watch
-        except (OSError, AttributeError) as e:
-            raise OSError(f"no inotify: {e}") from e
-        add.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.c_uint32]
-        self._add = add
-        self.fd = init(os.O_NONBLOCK | os.O_CLOEXEC)
-        if self.fd < 0:
-            raise OSError(ctypes.get_errno(), "inotify_init1 failed")
-        self.dirs: dict[int, Path] = {}
-
-    def watch(self, path: Path) -> bool:
-        wd = self._add(self.fd, os.fsencode(path), self.IN_CREATE | self.IN_MOVED_TO)
-        if wd < 0:
-            return False
-        self.dirs[wd] = Path(path)
-        return True
-
-    def read(self, timeout: float) -> list[tuple[Path | None, int, str]]:
-        """(directory, mask, name) of the queued events; waits up to timeout for the first."""
-        if not select.select([self.fd], [], [], timeout)[0]:
-            return []
-        try:
-            buf = os.read(self.fd, 1 << 16)
-        except BlockingIOError:
-            return []
-        out, i = [], 0
-        while i + self._HDR.size <= len(buf):
-            wd, mask, _cookie, n = self._HDR.unpack_from(buf, i)
-            name = buf[i + self._HDR.size:i + self._HDR.size + n].rstrip(b"\0").decode(errors="replace")
-            out.append((self.dirs.get(wd), mask, name))
-            i += self._HDR.size + n
-        return out
-
-    def close(self) -> None:
-        os.close(self.fd)
-
-
-class CommitWatch:
-    """One commit-window trigger of one run, armed before the prompt is queued.
-
-    ``.old``: ``<name>.old`` created or renamed into place (the commit's ``current -> .old``).
-    ``tmp-manifest``: ``manifest.json`` in a staging directory ``<name>.tmp/<id>/`` that was
-    created (mkdir) during this run; stale staging directories present at the start, or moved
-    aside by recovery (``.stale-*``), never count. Only transitions during the run count.
-
-    ``seen(timeout)`` reads inotify events (and also polls the paths, for filesystems or
-    machines without inotify). ``implied_by_commit(prompt_id)`` says whether a run that has
-    committed must have passed the trigger: its staged manifest always existed, and ``.old``
-    existed when there was a version to move aside.
-    """
-
-    def __init__(self, root: Path, name: str, target: str):
-        assert target in FS_TARGETS, target
-        self.root, self.name, self.target = Path(root), name, target
-        self.tmp, self.old, self.current = self.root / f"{name}.tmp", self.root / f"{name}.old", self.root / name
-        self.had_version = os.path.lexists(self.current) or os.path.lexists(self.old)
-        self.baseline = set(self._listdir(self.tmp))     # staging directories before the run
-        self.new_staging: set[str] = set()
-        self.armed_old = not os.path.lexists(self.old)   # polling: absent -> present
-        self.via = "poll"
-        try:
-            self.ino = _Inotify()
-        except OSError:
-            self.ino = None
-        if self.ino is not None:
-            self.via = "inotify"
-            self.ino.watch(self.root)
-            if target == "tmp-manifest" and os.path.isdir(self.tmp):
-                self.ino.watch(self.tmp)
-
-    @staticmethod
-    def _listdir(path) -> list[str]:
-        try:
-            return os.listdir(path)
-        except OSError:
-            return []
-
-    def _staging_created(self, entry: str) -> bool:
-        """A staging directory created during this run: watch it; True if its manifest is there."""
-        if entry in self.baseline or entry.startswith("."):      # .stale-*: moved aside by recovery
-            return False
-        d = self.tmp / entry
-        if entry not in self.new_staging:
-            self.new_staging.add(entry)
-            if self.ino is not None:
-                self.ino.watch(d)
-        return os.path.lexists(d / "manifest.json")
-
-    def _scan_tmp(self) -> bool:
-        return any([self._staging_created(e) for e in self._listdir(self.tmp)])
-
-    def _poll(self) -> bool:
-        if self.target == ".old":
-            if os.path.lexists(self.old):
-                return self.armed_old
-            self.armed_old = True
-            return False
-        return self._scan_tmp()
-
-    def seen(self, timeout: float) -> bool:
-        if self.ino is None:
-            if timeout:
-                time.sleep(timeout)
-            return self._poll()
-        hit = False
-        for d, mask, entry in self.ino.read(timeout):
-            if mask & _Inotify.IN_Q_OVERFLOW:
-                continue                      # the poll below still looks at the paths
-            if self.target == ".old":
-                hit = hit or (d == self.root and entry == self.old.name)
-            elif d == self.root and entry == self.tmp.name:      # <name>.tmp (re)created
-                self.ino.watch(self.tmp)
-                hit = self._scan_tmp() or hit
-            elif d == self.tmp and mask & _Inotify.IN_ISDIR:
-                hit = self._staging_created(entry) or hit
-            elif d is not None and d.parent == self.tmp and entry == "manifest.json":
-                hit = True
-        return self._poll() or hit
-
-    def implied_by_commit(self, prompt_id: str) -> bool:
-        try:
-            committed = json.loads((self.current / "manifest.json").read_bytes())
-        except (OSError, ValueError):
-            return False
-        if not isinstance(committed, dict) or (committed.get("run") or {}).get("prompt_id") != prompt_id:
-            return False
-        return self.target == "tmp-manifest" or self.had_version
-
-    def close(self) -> None:
-        if self.ino is not None:
-            self.ino.close()
-            self.ino = None
-
-
 class Soak:
     def __init__(self, fleet, cfg: SoakConfig, out_dir: Path, log=print):
         self.fleet, self.cfg = fleet, cfg
         self.root = Path(fleet.cache_root)
+        self.store = store_view(fleet)       # what the checks read: the folder, or the bucket
         self.out = Path(out_dir)
         self.out.mkdir(parents=True, exist_ok=True)
         # three streams, so that the plan (requests, faults, their order) never depends on
@@ -436,8 +302,9 @@ class Soak:
         # mandatory phase: the kinds still to plan (head first), per-kind bookkeeping
         self.queue: list[str] = []
         if cfg.mandatory and not cfg.expect_refused:   # on a refused root no fault can ever apply
-            kinds = MANDATORY if cfg.mandatory_kinds is None else cfg.mandatory_kinds
-            self.queue = [k for k in MANDATORY if k in kinds and (k != "from_take" or self.keep > 1)]
+            every = mandatory_kinds(self.store.kill_targets)
+            kinds = every if cfg.mandatory_kinds is None else cfg.mandatory_kinds
+            self.queue = [k for k in every if k in kinds and (k != "from_take" or self.keep > 1)]
             self.rng.shuffle(self.queue)
         self.cov: dict[str, dict] = {k: self._cov_entry() for k in self.queue}
         self.mandatory_active = bool(self.queue)
@@ -535,8 +402,8 @@ class Soak:
             return False
         if kind.startswith("kill:") and req.prediction != "commit":
             return False
-        if kind == "kill:.old" and self.models[req.cache].manifest is None:
-            return False                     # a first commit moves nothing aside
+        if kind.startswith("kill:") and self.store.needs_version(kind[5:]) and self.models[req.cache].manifest is None:
+            return False                     # a first commit moves nothing aside (.old)
         if kind == "resume" and (req.kind != "segment" or req.use_N == 0 or req.prediction != "commit"):
             return False
         if kind in VARIANTS and (req.variant != kind or req.prediction != "commit" or req.use_N == 0):
@@ -608,9 +475,9 @@ class Soak:
         if fault == "kill":
             mode = self.rng.choice(["late", "fs", "fs"])
             if mode == "fs":
-                mode = self.rng.choice(FS_TARGETS)
-                if mode == ".old" and self.models[req.cache].manifest is None:
-                    mode = "tmp-manifest"      # no version to move aside yet
+                mode = self.rng.choice(self.store.kill_targets)
+                if self.store.needs_version(mode) and self.models[req.cache].manifest is None:
+                    mode = self.store.kill_targets[0]      # no version to move aside yet (.old)
             self._apply(req, f"kill:{mode}")
         elif fault != "none":
             self._apply(req, fault)
@@ -714,32 +581,18 @@ class Soak:
         info["pid"] = w.proc.pid if w.proc is not None else None
         try:
             try:    # a note for the report: it must never stand in the way of the kill
-                info["fs_state"] = self._fs_state(info.get("cache"))
-            except OSError as e:
+                info["fs_state"] = self.store.state(info.get("cache"))
+            except (OSError, ReuseError) as e:
                 info["fs_state"] = [f"unreadable: {e}"]
             w.kill()
         finally:
             info["kill_done"].set()
 
-    def _fs_state(self, name) -> list[str]:
-        if not name:
-            return []
-        return [s for s in (".tmp", ".old", ".lock") if os.path.lexists(self.root / f"{name}{s}")] + \
-            ([".tmp/*/manifest.json"] if self._staged_manifests(name) else []) + \
-            ([""] if os.path.lexists(self.root / name) else [])
-
-    def _staged_manifests(self, name) -> list[Path]:
-        """manifest.json of any staging directory (<name>.tmp/<staging id>/manifest.json)."""
-        try:
-            return sorted((self.root / f"{name}.tmp").glob("*/manifest.json"))
-        except OSError:     # the staging directory went away while it was listed (the commit's rename)
-            return []
-
-    def _fs_watch(self, watch: CommitWatch, w: ComfyWorker, info: dict, stop: threading.Event,
+    def _fs_watch(self, watch, w: ComfyWorker, info: dict, stop: threading.Event,
                   extra_delay: float) -> None:
         """Kill ``w`` when ``watch`` sees its trigger; once ``stop`` is set, one last look (the
         events of a commit are queued before the client can hear of its success)."""
-        tick = 0.05 if watch.ino is not None else 0.0002
+        tick = watch.tick
         try:
             while True:
                 stopping = stop.is_set()
@@ -761,8 +614,8 @@ class Soak:
         mode = req.kill_mode if req.fault == "kill" else ""
         watch = watcher = None
         timers: list[threading.Timer] = []
-        if mode in FS_TARGETS:      # armed before the prompt is queued: every transition counts
-            watch = CommitWatch(self.root, req.cache, mode)
+        if mode in self.store.kill_targets:   # armed before the prompt is queued: every transition counts
+            watch = self.store.watch(req.cache, mode)
             info["watch"] = watch.via
         h = w.start_run(prompt)
         info["prompt_id"] = h.prompt_id
@@ -797,6 +650,8 @@ class Soak:
                     t.start()
                 if node == last and t_last is None:
                     t_last = time.monotonic()
+                    if watch is not None:
+                        watch.last_node_started()
                     if mode == "late":
                         d = self.jit.uniform(0.0, 1.3 * self.calib[req.kind])
                         info["delay"], info["trigger"] = d, "late"
@@ -923,7 +778,7 @@ class Soak:
         for w in self.fleet.workers:
             self._wait_restarted(w)
         for name in self.models:
-            probs = check(self.root, name)
+            probs = self.store.problems(name)
             if probs:
                 self.corruptions.append(f"end: check({name}) reports {[str(p) for p in probs]}")
         return self.report()
@@ -986,7 +841,7 @@ class Soak:
             except SoakFailure:
                 actual = None
             m.manifest = actual
-            m.leftovers = {p.code for p in check(self.root, name) if p.code in REPAIRABLE}
+            m.leftovers = {p.code for p in self.store.problems(name) if p.code in self.store.repairable}
             if actual is None:
                 m.text, m.result_copy = None, None
             elif name == T2V_CACHE:
@@ -994,14 +849,14 @@ class Soak:
                 m.text = next((t for t in TEXTS if json.dumps(t)[1:-1] in fields), None)
             elif "result.mp4" in actual["files"]:
                 m.result_copy = self.out / f"resync_{len(self.steps):03d}.mp4"
-                shutil.copyfile(self.root / name / "result.mp4", m.result_copy)
+                self.store.copy(name, "result.mp4", m.result_copy)
             if m.takes is not None:
-                m.takes.resync(actual, self.root, name, f"{len(self.steps):03d}")
+                m.takes.resync(actual, self.store, name, f"{len(self.steps):03d}")
 
     # -------------------------------------------------------------- verification
     def _snapshot_manifest(self, name: str):
         try:
-            snap = Cache(self.root, name).snapshot()
+            snap = self.store.snapshot(name)
         except ReuseError as e:
             self.corruptions.append(f"cache '{name}' unreadable: {e.message}")
             raise SoakFailure(f"cache '{name}' unreadable: {e}") from e
@@ -1058,9 +913,8 @@ class Soak:
             raise
         if req.use_N > 0 and sec.get("prefix_mode") != "stream-copy":
             step.notes.append(f"prefix_mode {sec.get('prefix_mode')}")
-        committed = self.root / req.cache / "result.mp4"
         copy = self.out / f"committed_{req.idx:03d}.mp4"
-        shutil.copyfile(committed, copy)   # serial: nobody writes now; check() verifies its sha
+        self.store.copy(req.cache, "result.mp4", copy)   # serial: nobody writes now; its sha is checked below
         if sha256_file(copy) != actual["files"]["result.mp4"]["sha256"]:
             self.corruptions.append(f"request {req.idx}: committed result.mp4 does not match its manifest sha256")
             raise SoakFailure("committed result.mp4 sha256 != manifest")
@@ -1218,7 +1072,7 @@ class Soak:
         m = self.models[req.cache]
         saw = info.get("client_saw")
         fs = info.get("fs_state") or []
-        if ".old" in fs or ".tmp/*/manifest.json" in fs:
+        if self.store.in_commit_window(info):
             self.c["kills_in_commit_window"] += 1
         step.notes.append(f"kill {req.kill_mode} trigger={info.get('trigger', '-')} "
                           f"delay={info.get('delay', 0) * 1000:.1f}ms fs={fs} client_saw={saw}"
@@ -1232,10 +1086,7 @@ class Soak:
             step.notes.append("restart in the background")
 
     def _classify_kill(self, req: Request, w: ComfyWorker, info: dict, step: Step, m: CacheModel, saw) -> None:
-        lock_owner, _ = read_lock(self.root / f"{req.cache}.lock")
-        m.lock_owner = None
-        if lock_owner is not None and lock_owner.get("pid") == info.get("pid"):
-            m.lock_owner = lock_owner
+        m.lock_owner = self.store.lock_owner(req.cache, info.get("pid"))
         actual = self._snapshot_manifest(req.cache)
         if saw in ("execution_error", "execution_interrupted"):
             # no failure was injected: the request ended on its own before the kill landed
@@ -1272,18 +1123,21 @@ class Soak:
                    f"(run {actual and actual['run']}), neither the previous one nor this request's")
             self.corruptions.append(f"request {req.idx}: {msg}")
             raise SoakFailure(msg)
-        probs = check(self.root, req.cache)
-        bad = [p for p in probs if p.code not in REPAIRABLE]
+        probs = self.store.problems(req.cache)
+        bad = [p for p in probs if p.code not in self.store.repairable]
         if bad:
             self.corruptions.append(f"request {req.idx}: after kill: {[str(p) for p in bad]}")
             raise SoakFailure(f"non-repairable problems after the kill: {[str(p) for p in bad]}")
         step.leftovers = sorted({p.code for p in probs})
         m.leftovers = set(step.leftovers)
+        left = self.store.left_behind([req.cache])      # what the dead run left (settle() judges it at the end)
+        self.c["objects_left_by_kills"] += len(left)
+        step.notes.append(f"left behind: {left}")
         if self.fleet.host_of(w) != socket.gethostname():
             # the killed run's staging under its run lease (store/run_lease.py): check() here
             # calls it live until its lease expires, then stale; the next request from its own
             # host (a follow-up, below) proves the owner dead and removes it
-            m.leftovers.add("stale_tmp")
+            m.leftovers |= self.store.remote_kill_leftovers
         if m.lock_owner is not None and m.lock_owner.get("host") != socket.gethostname():
             step.leftovers.append(f"lock of the dead writer on {m.lock_owner.get('host')} "
                                   "(live for check() here until its lease expires)")
@@ -1309,7 +1163,7 @@ class Soak:
 
     def _check_all(self, req: Request, step: Step, touched: bool) -> None:
         for name, m in self.models.items():
-            probs = check(self.root, name)
+            probs = self.store.problems(name)
             if name == req.cache and m.pending and step.outcome != "killed":
                 if touched and req.reject_reason != "busy":
                     m.leftovers, m.lock_owner = set(), None    # this request began a transaction: recovery ran
@@ -1318,7 +1172,7 @@ class Soak:
                     same = [i for i, x in enumerate(self.fleet.workers) if m.lock_owner is None
                             or self.fleet.host_of(x) == m.lock_owner.get("host")]
                     self.followups.append((name, self.frng.choice(same)))
-            allowed = REPAIRABLE if self.cfg.expect_refused else m.leftovers
+            allowed = self.store.repairable if self.cfg.expect_refused else m.leftovers
             bad = [p for p in probs if p.code not in allowed]
             if bad:
                 self.corruptions.append(f"request {req.idx}: check({name}) -> {[str(p) for p in bad]}")
@@ -1345,6 +1199,7 @@ class Soak:
             "kills_in_commit_window": c["kills_in_commit_window"],
             "kills_nothing_to_publish": c["kills_nothing_to_publish"],
             "kills_missed": c["kills_missed"],
+            "objects_left_by_kills": c["objects_left_by_kills"],
             "leftovers_recovered_by_next_request": c["leftovers_recovered"],
             "restarts": c["restarts"],
             "served_from_comfy_memory": c["served_from_comfy_memory"],
@@ -1387,7 +1242,7 @@ def format_report(r: dict) -> str:
     keys = ["requests", "successes", "encoder_hits", "prefix_resumes", "extends", "longest_valid_resumes",
             "from_take_resumes", "keep_takes", "failures_injected", "interrupts",
             "kills", "kills_before_commit", "kills_after_commit", "kills_leaving_leftovers",
-            "kills_in_commit_window", "kills_nothing_to_publish", "kills_missed",
+            "kills_in_commit_window", "kills_nothing_to_publish", "kills_missed", "objects_left_by_kills",
             "leftovers_recovered_by_next_request", "restarts", "served_from_comfy_memory", "rejected_expected", "corruptions",
             "lost_successes", "violations", "seconds", "seed", "fleet"]
     lines = ["SeedReuse soak report"] + [f"  {k:38s} {r.get(k)}" for k in keys]

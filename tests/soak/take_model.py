@@ -31,7 +31,6 @@ and ``from_take`` (an older kept take, N in 1..min(S, S' - 1)).
 from __future__ import annotations
 
 import os
-import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -213,12 +212,13 @@ class TakeModel:
         self.takes = [new] + self.takes[:self.keep - 1]
         return new
 
-    def resync(self, actual: dict | None, root: Path, name: str, tag: str) -> None:
-        """Take the committed takes as they are (after a violation)."""
+    def resync(self, actual: dict | None, store, name: str, tag: str) -> None:
+        """Take the committed takes as they are (after a violation); ``store``: the soak's view
+        of the cache (folder_view.FolderView, bucket_view.BucketView)."""
         self.takes = []
         if actual is None or "takes" not in (actual.get("sections") or {}):
             return
         for rec in records(actual):
             copy = self.out / f"resync_{tag}_take{rec['take']}.mp4"
-            shutil.copyfile(Path(root) / name / rec["result"], copy)
+            store.copy(name, rec["result"], copy)
             self.takes.append(take_from_manifest(actual, rec, copy))
