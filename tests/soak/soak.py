@@ -19,7 +19,11 @@ N). Fault kinds:
   - ``hold``         the run held in a SeedReuseTestSlow node before its last phase (at the
                      places above): always a kill before the commit, staging and lock left behind;
   - ``success``      the client receiving ``execution_success``: always a kill after the commit
-                     (the pack commits before it reports success).
+                     (the pack commits before it reports success);
+  on a bucket (a fleet with a ``cache_url``: tests/soak/bucket_view.py) ``tmp-manifest`` and
+  ``.old`` are replaced by ``upload`` (the first data object the run uploads after its last node
+  started: killed while uploading or before its record) and ``record`` (its commit record
+  appeared: killed after the publish, before it released its lease and collected).
 
 Coverage is deterministic: the run starts with a *mandatory phase* that plans, in an order
 shuffled by the seed, one request per kind of ``MANDATORY`` (fail, interrupt, kill:late,
@@ -61,7 +65,10 @@ model predicts (the ``seedreuse.segments`` event and the segment section must sa
 result video decodes to P(S') frames with audio whose packets are the encoding of its own track,
 its first P(N) frames equal the chosen take's result. ``reuse_backend.check`` must report
 no problem after every step, except the repairable leftovers of a kill (stale staging, dead
-owner's lock, ``.old``), which the next request on that cache must clean up.
+owner's lock, ``.old``), which the next request on that cache must clean up. The checks read
+the cache through the store view (``store_view``: folder_view.FolderView, or for a bucket
+bucket_view.BucketView through the store interface, where what a kill leaves is garbage
+that a collection removes once its lease expired, judged at the end by ``settle``).
 """
 from __future__ import annotations
 
