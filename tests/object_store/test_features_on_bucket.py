@@ -14,7 +14,11 @@ the bucket also on the worker that uploaded it; the budget evicts the least rece
 and never one that a reader or a writer holds; each user's caches live under their own prefix and
 no other user reaches them; automatic mode reuses across workers; the dry run answers from the
 bucket; the CLI's list, inspect, check [--repair], clear and gc. Not repeated here: Encoder and
-Segment Reuse through the bucket, a failed run, probe (test_workers_on_bucket.py).
+Segment Reuse through the bucket, a failed run, probe (test_workers_on_bucket.py, on both hosts).
+
+Runs once per scripts/test.sh run, on ComfyUI 0.33.0 (marker ``one_host``, tests/conftest.py): the
+routes and the CLI read the store through reuse_backend, and the host-facing part of the routes
+is the same on both hosts (tests/test_cache_browser_routes.py runs it on each folder worker).
 """
 from __future__ import annotations
 
@@ -36,7 +40,7 @@ from reuse_backend.store import take_index
 from seedreuse_lab import graphs
 from seedreuse_lab.reuse_graphs import SEG, segment_graph, t2v_reuse
 
-pytestmark = pytest.mark.comfy
+pytestmark = [pytest.mark.comfy, pytest.mark.one_host("0.33.0")]
 REPO = Path(__file__).resolve().parents[2]
 SMALL = dict(width=32, height=32, length=5, steps=1)
 
