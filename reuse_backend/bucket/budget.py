@@ -51,6 +51,22 @@ def list_caches(client, loc) -> list[str]:
     return sorted(n for n in names if roots.is_valid_cache_name(n))
 
 
+def deleted(cache) -> bool:
+    """A cleared cache that holds nothing else: what a deleted cache is on a folder (gone), so the
+    store does not name it (store.py ``names``). Its log stays because numbering never restarts
+    (records.py); anything else under it (a run's lease or data, a claim, a reader) keeps it named,
+    as a folder's ``.tmp`` does, so gc still collects it. A log that does not read is named (its
+    error is shown)."""
+    try:
+        _, rec = commit_log.latest(cache.client, cache.keys)
+    except CorruptCacheError:
+        return False
+    if rec is None or rec["kind"] != "cleared":
+        return False
+    _, folders = cache.client.list(cache.keys.base, delimiter="/")
+    return set(folders) <= {cache.keys.log_prefix, cache.keys.used_prefix}
+
+
 def info(cache) -> CacheInfo:
     try:
         seq, rec = commit_log.latest(cache.client, cache.keys)

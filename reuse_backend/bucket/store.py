@@ -31,7 +31,8 @@ class BucketStore:
         return BucketCache(self.location, name, local_root=kw.pop("local_root", self.local_root), **kw)
 
     def names(self) -> list[str]:
-        return budget.list_caches(self.client, self.loc)
+        """The caches a user sees, as on a folder: a deleted (cleared, empty) cache is not one."""
+        return [n for n in budget.list_caches(self.client, self.loc) if not budget.deleted(self.cache(n))]
 
     def committed(self) -> list[str]:
         return [n for n in self.names() if budget.info(self.cache(n)).committed]

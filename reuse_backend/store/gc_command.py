@@ -3,7 +3,9 @@
 Finishes interrupted evictions and removes stale reader leases, then evicts least recently used
 caches until the root is within the budget (``--max-bytes``, else ``SEEDREUSE_MAX_BYTES``; no
 budget: only the cleanup), in the shared namespace and in each user's namespace of a
-``--multi-user`` server (``<root>/.users/<user>/``, each budgeted on its own). ``--dry-run`` changes nothing and prints what it would evict and why
+``--multi-user`` server (``<root>/.users/<user>/``, each budgeted on its own), and in the folder of
+automatic caches of each (``<namespace>/.auto``, where it exists: ``--max-bytes``, else the
+automatic caches' budget, usage.budget_for). ``--dry-run`` changes nothing and prints what it would evict and why
 (a read-only look at locks and reader leases: a cache whose writer or reader appears between the
 dry run and a real gc is skipped then). Exit codes: 0 within budget (or no budget), 1 still over
 budget (everything left is in use), 2 usage errors.
@@ -67,19 +69,58 @@ def run(args, root, lease_s: float) -> int:
     except ReuseError as e:
         print(json.dumps({"error": e.to_dict()}, indent=1) if args.json else f"error: {e}")
         return 2
-    # the shared namespace, then each user's (--multi-user): each is budgeted on its own, so
-    # one user's caches never make room for another's (namespaces.py)
-    if roots.is_url(root):          # the object store: the same report (evict.Report, bucket/store.py)
-        reps = [(user, ns.gc(budget, dry_run=args.dry_run)) for user, ns in _bucket_store(root).namespaces()]
-    else:
-        reps = [(user, evict.enforce(ns, budget, lease_s=lease_s, dry_run=args.dry_run))
-                for user, ns in namespaces.namespaces(root)]
+    # the shared namespace, then each user's (--multi-user), each followed by its automatic
+    # caches: each is budgeted on its own, so one user's caches never make room for another's and
+    # automatic caches never for named ones (namespaces.py)
+    reps = []                       # (user, automatic?, report)
+    for user, ns_root in _namespaces(root):
+        for auto, where in ((False, ns_root), (True, _auto_folder(ns_root))):
+            if where is None:
+                continue
+            limit = budget if (budget is not None or not auto) else usage.budget_for(where)
+            if roots.is_url(root):  # the object store: the same report (evict.Report, bucket/store.py)
+                rep = _bucket_store(where).gc(limit, dry_run=args.dry_run)
+            else:
+                rep = evict.enforce(where, limit, lease_s=lease_s, dry_run=args.dry_run)
+            reps.append((user, auto, rep))
     if args.json:
-        out = reps[0][1].to_dict()
-        if len(reps) > 1:
-            out["users"] = {user: rep.to_dict() for user, rep in reps[1:]}
-        print(json.dumps(out, indent=1))
+        print(json.dumps(_json(reps), indent=1))
     else:
-        print("\n".join(text_report(rep) if user is None else f"user {user}: " + text_report(rep)
-                        for user, rep in reps))
-    return 1 if any(rep.over_budget for _, rep in reps) else 0
+        print("\n".join(_label(user, auto) + text_report(rep) for user, auto, rep in reps))
+    return 1 if any(rep.over_budget for _, _, rep in reps) else 0
+
+
+def _namespaces(root) -> list:
+    if roots.is_url(root):
+        return [(user, ns.location) for user, ns in _bucket_store(root).namespaces()]
+    return namespaces.namespaces(root)
+
+
+def _auto_folder(ns_root):
+    """The namespace's folder of automatic caches, or None where it holds none."""
+    try:
+        where = namespaces.auto_root(ns_root, create=False)
+    except ReuseError:              # a .auto that is not a folder: check reports it, gc leaves it
+        return None
+    if roots.is_url(where):
+        return where if _bucket_store(where).names() else None
+    return where if where.is_dir() else None
+
+
+def _label(user, auto) -> str:
+    return "".join([f"user {user}: " if user is not None else "", "automatic caches: " if auto else ""])
+
+
+def _json(reps) -> dict:
+    """The shared namespace's report at the top, ``automatic`` in it for its automatic caches,
+    ``users`` by user id, each with its own ``automatic``."""
+    out, users = {}, {}
+    for user, auto, rep in reps:
+        into = out if user is None else users.setdefault(user, {})
+        if auto:
+            into["automatic"] = rep.to_dict()
+        else:
+            into.update(rep.to_dict())
+    if users:
+        out["users"] = users
+    return out

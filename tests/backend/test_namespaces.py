@@ -76,6 +76,37 @@ def test_gc_json_lists_users(tmp_path, capsys):
     assert [c["name"] for c in out["users"]["alice_1"]["caches"]] == ["x"]
 
 
+def test_gc_budgets_each_folder_of_automatic_caches_on_its_own(tmp_path, capsys):
+    """gc visits ``<namespace>/.auto`` too (each budgeted on its own: automatic caches never make
+    room for named ones); without --max-bytes or SEEDREUSE_MAX_BYTES they keep their default."""
+    alice = ns.user_root(tmp_path, "alice_1")
+    autos = {"shared": ns.auto_root(tmp_path), "alice": ns.auto_root(alice)}
+    for where in autos.values():
+        for i, name in enumerate(("old", "new")):
+            write_version(Cache(where, name), i + 1)
+            os.utime(where / name, (1000 + i,) * 2)
+    write_version(Cache(tmp_path, "named"), 7)
+    os.utime(tmp_path / "named", (1,) * 2)                   # the oldest of all
+    assert cli(["--root", str(tmp_path), "gc", "--dry-run", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["budget"] is None and out["automatic"]["budget"] == usage.DEFAULT_AUTO_BUDGET
+    assert [c["name"] for c in out["users"]["alice_1"]["automatic"]["caches"]] == ["old", "new"]
+    one = usage.root_size(autos["shared"]) // 2 + 4096
+    assert cli(["--root", str(tmp_path), "gc", "--max-bytes", str(one)]) == 0
+    text = capsys.readouterr().out
+    assert "\nautomatic caches: " in text and "user alice_1: automatic caches: " in text, text
+    for where in autos.values():
+        assert cache_marker(Cache(where, "old")) is None and cache_marker(Cache(where, "new")) == 2
+    assert cache_marker(Cache(tmp_path, "named")) == 7
+
+
+def test_gc_leaves_a_dot_auto_that_is_not_a_folder(tmp_path, capsys):
+    (tmp_path / ".auto").write_text("not a folder")
+    write_version(Cache(tmp_path, "x"), 1)
+    assert cli(["--root", str(tmp_path), "gc", "--dry-run", "--json"]) == 0
+    assert "automatic" not in json.loads(capsys.readouterr().out)
+
+
 def test_check_root_does_not_call_the_users_folder_orphaned(tmp_path):
     write_version(Cache(ns.user_root(tmp_path, "alice_1"), "x"), 1)
     problems = check_root(tmp_path)

@@ -14,6 +14,7 @@ import torch
 from reuse_backend.bucket.cache import BucketCache
 from reuse_backend.bucket import collect, log as commit_log
 from reuse_backend.bucket.client import NotFound
+from reuse_backend.bucket.store import BucketStore
 from reuse_backend.errors import TransactionError
 from reuse_backend.store import RunInfo, take_index
 from reuse_backend.stores import open_cache
@@ -202,9 +203,17 @@ def test_clear_publishes_a_cleared_state_and_a_run_commits_over_it(bucket_url, h
     tx = cache.begin()
     tx.stage_slot("text", _value(2), key=KEY)
     tx.discard()
+    store = BucketStore(bucket_url, host_a)
+    assert store.names() == ["c"]
     cache.clear()
     assert BucketCache(bucket_url, "c", local_root=host_b).snapshot() is None
+    # as on a folder, a deleted cache is not named (its log stays: numbering never restarts) ...
+    assert store.names() == [] and cache.client.list(cache.keys.log_prefix)[0]
+    tx = BucketCache(bucket_url, "c", local_root=host_b).begin()
+    assert store.names() == ["c"]                  # ... until something lives under it again
+    tx.discard()
     _, v = _commit(bucket_url, host_b, 3)
+    assert store.names() == ["c"]
     with BucketCache(bucket_url, "c", local_root=host_a).snapshot() as s:
         assert s.version == v
 

@@ -234,8 +234,10 @@ def test_delete_needs_the_confirmation_and_is_refused_while_in_use(made, view):
     size = rows(a)["del"]["bytes"]
     assert a.post_json("/seedreuse/caches/del/delete", {"confirm": "del"}) == {"deleted": "del", "freed_bytes": size}
     assert "del" not in a.get_json("/seedreuse/caches")["caches"] and view().cache("del").snapshot() is None
-    status, _, raw = a.request("POST", "/seedreuse/caches/del/delete", {"confirm": "del"})
-    assert status == 404 and error_of(raw)["code"] == "no_committed_cache"
+    assert "del" not in rows(a)                 # gone from the browser, as on a folder
+    for what in ("delete", "check"):
+        status, _, raw = a.request("POST", f"/seedreuse/caches/del/{what}", {"confirm": "del"})
+        assert status == 404 and error_of(raw)["code"] == "no_committed_cache", (what, raw)
 
 
 def test_the_budget_evicts_the_least_recently_used_and_never_one_in_use(fleet, view):
@@ -299,7 +301,7 @@ def test_each_user_has_their_own_prefix_and_reaches_no_other(fleet, view):
         as_user(a, None)
 
 
-def test_automatic_mode_reuses_across_workers_through_the_bucket(fleet, view):
+def test_automatic_mode_reuses_across_workers_through_the_bucket(fleet, view, tmp_path):
     a, b = fleet.a, fleet.b
     words = f"auto {uuid.uuid4().hex[:6]}"
     for w in (a, b):
@@ -317,6 +319,11 @@ def test_automatic_mode_reuses_across_workers_through_the_bucket(fleet, view):
     assert rep_b["cache"] == name and {o["action"] for o in rep_b["outputs"]} == {"reused"}, rep_b
     assert b.counts().get("text_encode", 0) == 0 and b.counts().get("text_loader", 0) == 0, b.counts()
     assert a.counts()["text_encode"] > 0
+    # gc visits the automatic caches too, budgeted on their own (as on a folder)
+    out = tool(fleet.env | {"SEEDREUSE_CACHE_ROOT": str(tmp_path / "tier-gc")}, "--root", fleet.url,
+               "gc", "--dry-run", "--json")
+    assert out.returncode in (0, 1), out.stderr
+    assert name in [c["name"] for c in json.loads(out.stdout)["automatic"]["caches"]], out.stdout
 
 
 def test_the_dry_run_answers_from_the_bucket_as_from_a_folder(made):
@@ -384,7 +391,7 @@ def test_the_cli_on_the_bucket(fleet, view, tmp_path):
         [("g1", "would_evict"), ("g2", "keep")] and rep["evicted"] == ["g1"], rep
     assert store.committed() == ["g1", "g2"]
     folder = json.loads(tool({}, "--root", str(fleet.folder), "gc", "--max-bytes", "1", "--dry-run", "--json").stdout)
-    assert set(rep) == set(folder) and set(rep["caches"][0]) == set(folder["caches"][0])
+    assert set(rep) - {"automatic"} == set(folder) - {"automatic"} and set(rep["caches"][0]) == set(folder["caches"][0])
     out = cli("gc", "--max-bytes", limit)
     lines = [ln.split()[:2] for ln in out.stdout.splitlines()]
     assert out.returncode == 0 and ["evicted", "g1"] in lines and ["kept", "g2"] in lines, out.stdout
