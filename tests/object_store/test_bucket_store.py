@@ -192,7 +192,10 @@ def test_a_run_whose_lease_was_removed_publishes_nothing(bucket_url, host_a):
     cache.client.delete(tx.lease.key)              # a collection judged it dead
     with pytest.raises(TransactionError, match="fenced|lost"):
         tx.commit()
-    tx.discard()
+    staging = cache.staging_parent()
+    assert any(staging.iterdir())
+    tx.discard()                                   # its local staging is its own: gone with it
+    assert not staging.exists() or not any(staging.iterdir())
     with cache.snapshot() as s:
         assert s.version == v1
 
@@ -221,8 +224,10 @@ def test_clear_publishes_a_cleared_state_and_a_run_commits_over_it(bucket_url, h
 def test_a_dead_holders_claim_and_entry_are_collected_once_stale(bucket_url, host_a):
     """A run that died holding a single-flight claim (after publishing its entry) leaves both;
     the collection keeps them while the claim is live and removes them once it is stale (a live
-    claim and its entry stay)."""
-    cache = BucketCache(bucket_url, "c", local_root=host_a, lease_s=1.0, heartbeat_s=0.25)
+    claim and its entry stay). Judged by the store's clock, which reads whole seconds: the test
+    polls for the collection (bounded) instead of sleeping a fixed time, and the lease is long
+    enough that the first look comes well inside it on a loaded machine."""
+    cache = BucketCache(bucket_url, "c", local_root=host_a, lease_s=5.0, heartbeat_s=0.5)
     tx = cache.begin()
     dead = cache.claim("text", "d" * 64, tx.run.run_id, wait=0)
     tx.stage_slot("text", _value(1), key=KEY)
@@ -235,9 +240,15 @@ def test_a_dead_holders_claim_and_entry_are_collected_once_stale(bucket_url, hos
     dead.lock._thread.join()
     collect.collect(cache)
     assert {k for k, key in keys.items() if _exists(cache, key)} == set(keys)      # not stale yet
-    time.sleep(2.5)                              # past its lease (1 s) and the slack (1 s)
-    collect.collect(cache)
-    assert {k for k, key in keys.items() if _exists(cache, key)} == {"e", "e.entry"}
+    deadline = time.monotonic() + 60             # past its lease (5 s) and the slack (1 s)
+    while True:
+        time.sleep(0.5)
+        collect.collect(cache)
+        left = {k for k, key in keys.items() if _exists(cache, key)}
+        assert {"e", "e.entry"} <= left, left    # the live claim and its entry: never collected
+        if left == {"e", "e.entry"} or time.monotonic() > deadline:
+            break
+    assert left == {"e", "e.entry"}, f"the dead claim was not collected within 60 s: {left}"
     live.release()
     tx.discard()
 

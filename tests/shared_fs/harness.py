@@ -454,12 +454,12 @@ class trusted_fs:
 
 def run_profile(profile, out_dir: Path, models_dir: Path, *, requests: int = 8, seed: int = 5,
                 measure: bool = False, time_budget_s: float | None = None, trusted: bool = False,
-                mandatory_kinds: tuple | None = None, log=print) -> dict:
+                mandatory_kinds: tuple | None = None, worker_env: dict | None = None, log=print) -> dict:
     """Bring the profile's volume up, probe, (measure,) soak or refusal check, tear down.
     ``mandatory_kinds``: the soak's mandatory phase (SoakConfig.mandatory_kinds; None: all).
     ``trusted``: lift any refusal of this root (SEEDREUSE_TRUSTED_FILESYSTEM=<its fstype>, as an
     operator could) and run the full soak, to see what a refusal protects from (or that it is not
-    needed)."""
+    needed). ``worker_env``: settings for the workers (e.g. a shorter SEEDREUSE_LEASE_S)."""
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     t_all = time.monotonic()
@@ -488,7 +488,8 @@ def run_profile(profile, out_dir: Path, models_dir: Path, *, requests: int = 8, 
                 res["io"] = measure_io(env, log=log)
                 res["commit"] = measure_commit(env, log=log)
         fleet = SharedFleet(env, out_dir / "workers", models_dir, per_host=(0, 1) if refused else (2, 1),
-                            extra_env={filesystems.ENV_TRUSTED: override.fstype} if override else None)
+                            extra_env={**(worker_env or {}),
+                                       **({filesystems.ENV_TRUSTED: override.fstype} if override else {})})
         try:
             fleet.start()
             log(f"  started {len(fleet.workers)} workers in {fleet.start_seconds} s")
