@@ -7,11 +7,10 @@ says what is missing.
 """
 from __future__ import annotations
 
-import os
-
 import pytest
 
 from seedreuse_lab import distributed
+from tests import tier_gate
 
 LINES: list[str] = []
 
@@ -36,9 +35,7 @@ def fleet_factory(tmp_path_factory, models_dir):
     try:
         distributed.unpacked_pack()
     except distributed.PeerUnavailable as e:
-        if os.environ.get("CI", "").strip().lower() in ("true", "1", "yes"):
-            pytest.fail(f"CI=true and the distributed tier cannot run: {e}", pytrace=False)
-        pytest.skip(str(e))
+        tier_gate.require("the distributed tier", str(e))
     fleets = []
 
     def start(**kw) -> distributed.Fleet:

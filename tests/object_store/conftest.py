@@ -13,19 +13,14 @@ import uuid
 import pytest
 
 from reuse_backend.bucket import client as clients, probe
+from tests import tier_gate
 
 from . import rgw as rgw_mod
 from .fault_proxy import FaultProxy
 
 
-def _in_ci() -> bool:
-    return os.environ.get("CI", "").strip().lower() in ("true", "1", "yes")
-
-
 def _require(why: str) -> None:
-    if _in_ci():
-        pytest.fail(f"CI=true and the object-store tier cannot run: {why}", pytrace=False)
-    pytest.skip(why)
+    tier_gate.require("the object-store tier", why)
 
 
 @pytest.fixture(scope="session")

@@ -45,6 +45,7 @@ from reuse_backend.bucket.location import parse
 from reuse_backend.media import segments as segmod
 from reuse_backend.store import take_index
 
+from tests import tier_gate
 from tests.shared_fs.env import Missing, SharedFSEnv, base_missing
 from tests.shared_fs.harness import CrossHostSoak, assert_soak_clean, soak_config, soak_summary
 from tests.soak.bucket_view import BucketView
@@ -52,7 +53,6 @@ from tests.soak.soak import assert_coverage, format_report
 from tests.soak.take_model import records as take_records
 
 from . import rgw as rgw_mod
-from .conftest import _require
 from .netns_rgw import BucketFleet, RGWProfile
 
 pytestmark = [pytest.mark.comfy, pytest.mark.one_host("0.33.0")]
@@ -76,12 +76,13 @@ def two_hosts(models_dir, tmp_path_factory):
         try:
             prof.install()
         except Exception as e:  # noqa: BLE001 - reported as what is missing
-            _require(f"installing {' '.join(rgw_mod.PACKAGES)} failed: {str(e)[-800:]}")
+            tier_gate.require("the object-store tier",
+                              f"installing {' '.join(rgw_mod.PACKAGES)} failed: {str(e)[-800:]}")
     env = SharedFSEnv(prof, log=print)
     try:
         env.setup()
     except Missing as e:
-        _require(f"two hosts on a bucket: {e}")
+        tier_gate.require("the object-store tier", f"two hosts on a bucket: {e}")
     try:
         print(f"[two hosts] {prof.version()}: up in {env.timings['setup_s']} s, bucket {prof.url}")
         fleet = BucketFleet(env, tmp_path_factory.mktemp("bucket-hosts"), models_dir,

@@ -7,10 +7,11 @@ glusterfs-client``, about 30 s) once per session.
 """
 from __future__ import annotations
 
-import os
 import shutil
 
 import pytest
+
+from tests import tier_gate
 
 from .env import PROFILES, base_missing
 
@@ -20,17 +21,9 @@ def pytest_configure(config):
                                        "(root, FUSE, network namespaces; installs GlusterFS)")
 
 
-def in_ci() -> bool:
-    return os.environ.get("CI", "").strip().lower() in ("true", "1", "yes")
-
-
 def require(missing: list[str], what: str) -> None:
-    if not missing:
-        return
-    msg = f"{what}: missing " + "; ".join(missing)
-    if in_ci():
-        pytest.fail(f"CI=true and the shared-filesystem tier cannot run: {msg}", pytrace=False)
-    pytest.skip(msg)
+    if missing:
+        tier_gate.require("the shared-filesystem tier", f"{what}: missing " + "; ".join(missing))
 
 
 @pytest.fixture(scope="session")
