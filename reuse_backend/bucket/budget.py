@@ -56,15 +56,16 @@ def deleted(cache) -> bool:
     store does not name it (store.py ``names``). Its log stays because numbering never restarts
     (records.py); anything else under it (a run's lease or data, a claim, a reader) keeps it named,
     as a folder's ``.tmp`` does, so gc still collects it. A log that does not read is named (its
-    error is shown)."""
+    error is shown). One LIST for a cache with data (every version has some); the log is read only
+    when nothing else is there."""
+    _, folders = cache.client.list(cache.keys.base, delimiter="/")
+    if not set(folders) <= {cache.keys.log_prefix, cache.keys.used_prefix}:
+        return False
     try:
         _, rec = commit_log.latest(cache.client, cache.keys)
     except CorruptCacheError:
         return False
-    if rec is None or rec["kind"] != "cleared":
-        return False
-    _, folders = cache.client.list(cache.keys.base, delimiter="/")
-    return set(folders) <= {cache.keys.log_prefix, cache.keys.used_prefix}
+    return rec is not None and rec["kind"] == "cleared"
 
 
 def info(cache) -> CacheInfo:

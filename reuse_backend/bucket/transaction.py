@@ -64,6 +64,10 @@ class BucketStagedVersion(StagedVersion):
 
 class BucketTransaction(Transaction):
     STAGED = BucketStagedVersion
+    # a fenced run removes its local staging too: it is this run's alone (``staging/<cache id>/<id>/``
+    # on this host; no other run takes it over, and the local tier's sweep removes only a gone
+    # process's); what it uploaded is the collection's (collect.py)
+    FENCED_REMOVES_STAGING = True
 
     def __init__(self, cache, run, base, base_error, recovered, base_seq: int):
         super().__init__(cache, run, base, base_error, recovered)
@@ -75,19 +79,3 @@ class BucketTransaction(Transaction):
         committed meanwhile); returns the version id."""
         self.fence("commit")
         return publishing.publish(self)
-
-    def discard(self) -> bool:
-        """As on a folder, and a fenced run removes its local staging too: on a bucket it is this
-        run's alone (``staging/<cache id>/<id>/`` on this host; no other run takes it over, and
-        the local tier's sweep removes only a gone process's), so nothing waits for it. What a
-        fenced run uploaded is the collection's (collect.py)."""
-        fenced = self.state not in ("committed", "discarded") and (
-            self.state == "fenced" or self.lease is None or not self.lease.held())
-        ok = True
-        if fenced:
-            try:
-                self._dir.remove()
-            except OSError as e:
-                ok = False
-                self.warnings.append(f"discard: {e}")
-        return super().discard() and ok

@@ -52,6 +52,9 @@ class Transaction:
     (``commit``: this folder store's is commit.py; the object store's subclass has its own)."""
 
     STAGED = StagedVersion      # the object store's carries are references (bucket/transaction.py)
+    # whether the staging is this run's alone even after it was fenced: on a folder a fenced
+    # run's staging is left to the new owner's recovery; on a bucket it is on this host only
+    FENCED_REMOVES_STAGING = False
 
     def __init__(self, cache, run: RunInfo, base: Snapshot | None, base_error, recovered: list[str]):
         self.cache, self.run = cache, run
@@ -294,7 +297,7 @@ class Transaction:
         fenced = self.state == "fenced" or self.lease is None or not self.lease.held()
         self.state = "discarded"
         ok = True
-        if not fenced:        # a fenced run leaves cleanup to the new owner's recovery
+        if not fenced or self.FENCED_REMOVES_STAGING:   # else the new owner's recovery cleans up
             try:
                 self._dir.remove()
                 fsops.fsync_dir(self._dir.parent.parent)
