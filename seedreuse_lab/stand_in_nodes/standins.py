@@ -457,3 +457,11 @@ def register_routes() -> None:
     @routes.get("/seedreuse_test/info")
     async def _info(request):
         return web.json_response({"pid": os.getpid()})
+
+    @routes.get("/seedreuse_test/gpu")
+    async def _gpu(request):       # the worker's peak CUDA memory (the GPU benchmark script)
+        if not torch.cuda.is_available():
+            return web.json_response({"available": False})
+        return web.json_response({"available": True, "device": torch.cuda.get_device_name(0),
+                                  "max_allocated": torch.cuda.max_memory_allocated(),
+                                  "max_reserved": torch.cuda.max_memory_reserved()})
