@@ -27,7 +27,7 @@ _COUNTS_LOCK = threading.Lock()
 
 COUNTER_NAMES = ("text_loader", "text_encode", "clip_vision_loader", "clip_vision_encode",
                  "audio_loader", "audio_encode", "sine_audio", "fail", "slow", "inspect", "sink",
-                 "wildcard", "llm_loader", "llm_generate")
+                 "wildcard", "llm_loader", "llm_generate", "volatile")
 
 
 def count(name: str) -> None:
