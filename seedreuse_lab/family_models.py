@@ -89,7 +89,7 @@ def models_dir_with_families(base: tm.TinyModels, family: tm.TinyModels, dest: P
 
 # ------------------------------------------------------------------ image and audio families
 # Z-Image, Flux.1 / Flux.2, SDXL base + refiner, SD3.5, ACE-Step 1.5 (_gen_image_family_models.py:
-# ~3.3 GB, the Z-Image DiT alone 1.8 GB: the host detects Z-Image only at its full width), on a
+# ~3.9 GB, the Z-Image DiT alone 1.8 GB: the host detects Z-Image only at its full width), on a
 # host that has their classes (ComfyUI 0.33; 0.3.75 has none of ZImage, Flux2, ACEStep15).
 
 IMAGE_GENERATOR = Path(__file__).with_name("_gen_image_family_models.py")
