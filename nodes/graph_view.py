@@ -131,6 +131,12 @@ def _fill_missing_tokens(view: GraphView, link) -> None:
             set_change_token(node, view.classes, view._tokens)
 
 
+def _facts(view: GraphView, ct: str) -> graph_key.ClassFacts:
+    """What a key must know of a class; none for the pack's own nodes: the hidden values they
+    declare (the prompt, their id) are what they compute keys from, not inputs of their outputs."""
+    return graph_key.NO_FACTS if is_pack(ct) else view.classes.facts(ct)
+
+
 def walk(view: GraphView, link, label: str, skip: dict | None = None) -> graph_key.Walk:
     """The key walk every key of the pack uses (graph_key.walk_upstream): the pack's own controls
     on its own nodes left out (``skip``, default ``own_skip_inputs``), Encode-or-Reuse nodes
@@ -140,7 +146,7 @@ def walk(view: GraphView, link, label: str, skip: dict | None = None) -> graph_k
                                    skip_inputs=own_skip_inputs(view) if skip is None else skip,
                                    passthrough=passthrough_classes(view),
                                    ignore_change_token=is_pack,
-                                   resolved=view.resolved, facts=view.classes.facts,
+                                   resolved=view.resolved, facts=lambda ct: _facts(view, ct),
                                    hidden_values=_Hidden(view))
 
 

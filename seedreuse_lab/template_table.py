@@ -40,7 +40,8 @@ def row(tpl, report: dict, api_report: dict, auto_report: dict, mutations: dict 
     api = sorted(w["producer"].get("class_type", "?") for w in api_report["wrapped"])
     auto_wrapped = sorted(w["producer"].get("class_type", "?") for w in auto_report.get("wrapped") or [])
     return {"name": tpl.name, "bundle": tpl.bundle, "partner": tpl.partner, "wrapped": _producers(report),
-            "not_wrapped": sorted({f"{n['class_type']}: {n['reason']}" for n in report["not_wrapped"]}),
+            "not_wrapped": sorted({f"{n['class_type']}: {n['reason']}" for n in report["not_wrapped"]})
+            + sorted({f"note on {w['slot']}: {w['note']}" for w in report["wrapped"] if w.get("note")}),
             "api_same": ui == api, "auto": auto_report.get("applied", False), "auto_count": len(auto_wrapped),
             "auto_same": ui == auto_wrapped,
             "auto_reason": auto_report.get("reason", ""),
@@ -87,7 +88,7 @@ def render(rows: list, package_version: str) -> str:
            f"local encoder and are out of scope. {t['with_wrapped']} templates get {t['wrapped']} wrapped values; "
            f"the key mutation checker tried {t['mutations']} mutations ({t['checks']} key checks) on them: "
            f"{t['stale']} stale, {t['over']} over.", "",
-           "| template | wrapped values (slot, producer) | left unwrapped, and why | the API form / automatic mode wrap | "
+           "| template | wrapped values (slot, producer) | left unwrapped, and why (notes on wrapped values) | the API form / automatic mode wrap | "
            "key mutations | run end to end |",
            "| --- | --- | --- | --- | --- | --- |"]
     for r in sorted(local, key=lambda r: r["name"]):
