@@ -27,6 +27,7 @@ VARIANTS = [
     ("AudioFeatures", "Audio Encoder Output", io.AudioEncoderOutput, "audio-encoder (wav2vec2) output"),
     ("Image", "Image", io.Image, "preprocessed image"),
     ("Audio", "Audio", io.Audio, "audio waveform"),
+    ("Text", "Text", io.String, "generated text (a prompt enhancer's output)"),
 ]
 
 

@@ -94,6 +94,16 @@ def clip_vision_output_class():
     return comfy.clip_vision.Output
 
 
+def nested_tensor_class():
+    """``comfy.nested_tensor.NestedTensor`` (the audio-video latents of LTX-2 and MiniMax H3,
+    restored from caches by a registered adapter), or None on a host without it."""
+    try:
+        import comfy.nested_tensor
+    except ImportError:
+        return None
+    return comfy.nested_tensor.NestedTensor
+
+
 class NodeClasses:
     """What the host says about each node class, asked once per class type and request; a class
     whose introspection fails reads as unknown (None, no specs, not an output)."""

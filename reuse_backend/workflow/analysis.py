@@ -5,14 +5,22 @@ Format-neutral: ``ui_format.py`` and ``api_format.py`` describe their graph as `
 
 A node is *tainted* when it samples or patches the model (``node_types.is_boundary``), takes a
 seed input (``seed``, ``noise_seed``) or a NOISE value, or has a tainted input: nothing at or
-after it may be restored from a cache. A node is *encoded* when it or an untainted ancestor runs
+after it may be restored from a cache. An output node (``node_types.is_output_node``) runs on
+every request too: what it reads directly is wrapped as what a tainted node reads (a PreviewAny
+of a prompt enhancer's text: the STRING variant). A node is *encoded* when it or an untainted ancestor runs
 an encoder on its inputs (``_is_encoder``: a CLIP, or a CLIP_VISION / VAE / AUDIO_ENCODER with
 a linked data input to encode), not counting what is
 only reached through an existing wrapper (that value is already restored from the cache). Every edge from an
-untainted node into a tainted one is a frontier edge; its value is wrapped when an Encode-or-Reuse
-variant carries its type and it is encoded (the widest wrap point: e.g. WanImageToVideo's outputs,
-which also cover its start-image VAE encode). A frontier value of another type (a GUIDER, a custom
-embeds type) is walked back to its producer's inputs.
+untainted node into a tainted one (or into an output node) is a frontier edge; its value is
+wrapped when an Encode-or-Reuse variant carries its type and it is encoded (the widest wrap point:
+e.g. WanImageToVideo's outputs, which also cover its start-image VAE encode). A frontier value of
+another type (a GUIDER, a custom embeds type, a switch's match type) is walked back to its
+producer's inputs.
+
+The report names what stays computed on every request: a model patcher's own encode, an encoder
+whose inputs depend on a seed, and an encoder after a sampler that encodes a seed-independent input
+of its own (LTXVImgToVideoInplace in an upscale pass VAE-encodes the start image again into the
+sampled latent: its output depends on the sample, so it cannot be reused).
 """
 from __future__ import annotations
 
@@ -33,6 +41,7 @@ class FlatNode:
     literal_names: set = field(default_factory=set)
     out_types: list | None = None             # None: unknown class
     out_names: list | None = None
+    output_node: bool = False                 # runs on every request (SaveVideo, PreviewAny, ...)
     slot_literal: str | None = None           # a wrapper's slot name
     place: object = None                      # where a wrapper of this node's outputs goes
     place_problem: str | None = None          # why no wrapper can go there
@@ -91,7 +100,7 @@ def _order(nodes: dict) -> list:
 
 
 # linked inputs that carry no data for an encoder to encode (models, primitives, sampler parts)
-_NOT_ENCODED = (nt.SILENT_TYPES - {"MASK", "VIDEO", "*"}) | {nt.SESSION_TYPE}
+_NOT_ENCODED = (nt.SILENT_TYPES - {"MASK", "VIDEO", "*"}) | {nt.SESSION_TYPE, "STRING"}
 
 
 def _is_encoder(n: FlatNode) -> bool:
@@ -111,15 +120,33 @@ def _is_encoder(n: FlatNode) -> bool:
                if n.in_types.get(name) not in nt.ENCODER_MODEL_TYPES)
 
 
+# raw media an encoder model turns into an encoding (a conditioning or a latent passed along is not)
+_MEDIA = frozenset({"IMAGE", "AUDIO", "VIDEO", "MASK"})
+
+
+def _own_encodes(n: FlatNode, nodes: dict, tainted: dict) -> list:
+    """Names of ``n``'s linked media inputs from untainted nodes (not the pack's): what an encoder
+    after a sampler encodes afresh on every request (VAEDecode's sampled latent is not one)."""
+    return [name for name, (src, _) in sorted(n.links.items())
+            if src in nodes and not tainted[src] and not nt.is_pack(nodes[src].class_type)
+            and n.in_types.get(name) in _MEDIA]
+
+
 def _label(n: FlatNode) -> str:
     return f"{n.title or n.class_type} (node {n.key})"
+
+
+_GENERIC_OUTPUT_NAMES = frozenset({"output", "value", "out", "result"})
 
 
 def _slot_base(w: Wrap) -> str:
     names = w.producer.out_names or []
     out_name = names[w.slot] if w.slot < len(names) else ""
-    if out_name and out_name.lower() != w.type.lower() and out_name != out_name.upper():
+    if out_name and out_name.lower() != w.type.lower() and out_name != out_name.upper() \
+            and out_name.lower() not in _GENERIC_OUTPUT_NAMES:
         base = out_name
+    elif w.type == "STRING":
+        base = "generated_text"        # what a text encoder's language model wrote (a prompt enhancer)
     elif w.consumers:
         base = w.consumers[0][1]
     else:
@@ -165,11 +192,13 @@ def plan(nodes: dict) -> Plan:
     stack = []
     for k in order:
         n = nodes[k]
-        if not tainted[k]:
+        if not tainted[k] and not n.output_node:
             continue
         for name, (src, slot) in sorted(n.links.items()):
             if src in nodes and not tainted[src]:
                 stack.append((src, slot, k, name))
+        if not tainted[k]:
+            continue
         if nt.is_boundary(n.class_type, n.in_types.values(), n.out_types) and n.class_type not in nt.SAMPLERS:
             enc = sorted({t for name, t in n.in_types.items() if t in nt.ENCODER_MODEL_TYPES
                           and n.links[name][0] in nodes and not tainted[n.links[name][0]]})
@@ -178,6 +207,13 @@ def plan(nodes: dict) -> Plan:
                           "computed on every request (its encoded inputs are wrapped)")
         elif _is_encoder(n) and seeded[k] and not after_boundary[k]:
             report(n, "its inputs depend on a seed or noise input: it cannot be reused across seeds")
+        elif _is_encoder(n) and after_boundary[k]:
+            fresh = _own_encodes(n, nodes, tainted)
+            if fresh:
+                report(n, f"encodes its seed-independent input(s) {', '.join(fresh)} with its own "
+                          f"{'/'.join(sorted({t for t in n.in_types.values() if t in nt.ENCODER_MODEL_TYPES}))} "
+                          "inside, on every request: its output depends on the sampled latent, so it cannot be "
+                          "reused (what it reads before the sampler is wrapped where it is encoded)")
     seen = set()
     while stack:
         src, slot, consumer, cname = stack.pop()

@@ -37,6 +37,7 @@ def flat_nodes(doc: dict, info: dict | None = None) -> dict:
         fn = FlatNode(key=str(nid), class_type=ct, title=str(meta.get("title") or ""))
         fn.out_types = nt.output_types_from_info(info, ct)
         fn.out_names = nt.output_names_from_info(info, ct)
+        fn.output_node = nt.is_output_node(info, ct)
         for name, v in n["inputs"].items():
             if is_link(v) and str(v[0]) in doc:
                 fn.links[name] = (str(v[0]), v[1])

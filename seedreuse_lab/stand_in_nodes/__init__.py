@@ -17,6 +17,7 @@ from .floor_nodes import FLOOR_NODES
 from .newer_nodes import NEWER_NODES
 from .standins import NODES, register_routes
 from .talk_probe import TALK_PROBE_NODES
+from .video_family_standins import VIDEO_FAMILY_NODES
 
 _log = logging.getLogger("seedreuse.test")
 
@@ -24,7 +25,8 @@ _log = logging.getLogger("seedreuse.test")
 class SeedReuseTestExtension(ComfyExtension):
     @override
     async def get_node_list(self) -> list[type[io.ComfyNode]]:
-        return list(NODES) + list(FAMILY_NODES) + list(NEWER_NODES) + list(FLOOR_NODES) + list(TALK_PROBE_NODES)
+        return (list(NODES) + list(FAMILY_NODES) + list(NEWER_NODES) + list(FLOOR_NODES) + list(TALK_PROBE_NODES)
+                + list(VIDEO_FAMILY_NODES))
 
 
 _routes_done = False
