@@ -19,8 +19,9 @@ from __future__ import annotations
 import json
 
 from ..reuse_backend.errors import CorruptCacheError, InvalidRequestError
-from ..reuse_backend.keys import graph_key
-from ..reuse_backend.keys.graph_key import MAX_VALUE_DEPTH, is_link, number_problem
+from ..reuse_backend.keys import graph_key, graph_limits
+from ..reuse_backend.keys.graph_limits import MAX_VALUE_DEPTH, is_link
+from ..reuse_backend.keys.literal_numbers import number_problem
 from ..reuse_backend.keys.slots import decide_slot
 from ..reuse_backend.keys.value_checks import inspect_slot
 from . import host
@@ -101,7 +102,7 @@ def check_request(prompt, schemas: host.NodeClasses | None = None) -> tuple[dict
                                       "not an object", expected="{input name: value or [node id, output index]}",
                                       actual=type(inputs).__name__, fix="send the inputs as an object")
         for name, v in inputs.items():
-            if isinstance(v, (list, dict)) and graph_key.value_shape(v)[0] > MAX_VALUE_DEPTH:
+            if isinstance(v, (list, dict)) and graph_limits.value_shape(v)[0] > MAX_VALUE_DEPTH:
                 raise _too_large(f"node {nid}, input {name!r}: the nesting of the value", f"{MAX_VALUE_DEPTH} levels",
                                  f"> {MAX_VALUE_DEPTH} levels", "pass a flat value (widgets send numbers, text "
                                  "and at most a list of values)")
@@ -187,17 +188,19 @@ def fill_change_tokens(prompt: dict, keyed=None, schemas: host.NodeClasses | Non
     return out
 
 
-def dry_run(prompt: dict, root: str | None = None) -> dict:
+def dry_run(prompt: dict, root: str | None = None, *, extra_pnginfo=None) -> dict:
     """Per reuse node "reuse" / "encode" / "fail" and why, against the caches under ``root``
-    (the requesting user's namespace; default: the configured root). Raises
+    (the requesting user's namespace; default: the configured root), with the seeds and samplers
+    each slot's key depends on (``depends_on``). ``extra_pnginfo``: the workflow metadata the
+    queued prompt would carry (``extra_data.extra_pnginfo``; keys of nodes that read it). Raises
     RequestTooLargeError (413) or another ReuseError (400) for a request it refuses (see
     check_request and the module doc)."""
     schemas = host.NodeClasses()
     _, keyed = check_request(prompt, schemas)
     snaps = Snapshots(root or host.cache_root())
     result = {"nodes": {}, "segments": {}}
-    with graph_key.key_budget(MAX_KEY_CHARS) as budget:
-        view = GraphView(fill_change_tokens(prompt, keyed, schemas))
+    with graph_limits.key_budget(MAX_KEY_CHARS) as budget:
+        view = GraphView(fill_change_tokens(prompt, keyed, schemas), extra_pnginfo=extra_pnginfo, classes=schemas)
         ends = _loop_ends(prompt)
         try:
             for nid, node in prompt.items():
@@ -241,6 +244,7 @@ def _slot_answer(view, nid, ct, snaps) -> dict:
                         snapshot_error=snap_err,   # inspect: the cheap check (header and structure only)
                         inspect=lambda s: inspect_slot(s, cache_name=name, slot=slot, io_type=io_type, load=False))
         return {"kind": "slot", "slot": slot, "cache": name, "mode": mode, "will": d.action,
-                "reason": d.reason, "mismatch": d.mismatch, "key": d.key.digest}
+                "reason": d.reason, "mismatch": d.mismatch, "key": d.key.digest,
+                "depends_on": [dep.to_dict() for dep in d.key.depends]}
     except Exception as e:
         return {"kind": "slot", "slot": slot, "will": "fail", "reason": str(e), "error": _err(e)}
