@@ -118,6 +118,12 @@ def for_test_host(api: dict, *, seed: int, prefix: str, enhancer_seed: int | Non
             ins["value"] = enhance
         elif ct == "ResizeImagesByLongerEdge":
             ins["longer_edge"] = 128
+        elif ct == "ImageScale":                      # the shipped LTX-2.3 example's start image
+            ins.update(width=64, height=64)
+        elif ct == "EmptyLTXVLatentVideo":            # literal sizes (the shipped example): 9 frames of 64 px
+            ins.update({k: v for k, v in (("width", 64), ("height", 64), ("length", 9)) if not _is_link(ins.get(k))})
+        elif ct == "LTXVEmptyLatentAudio" and not _is_link(ins.get("frames_number")):
+            ins["frames_number"] = 9
         elif ct == "EmptyImage":
             ins.update(width=64, height=64)
         elif ct == "LoadImage":
@@ -128,7 +134,7 @@ def for_test_host(api: dict, *, seed: int, prefix: str, enhancer_seed: int | Non
                 ins["sampling_mode.seed"] = enhancer_seed
         elif ct in ("MiniMaxH3ImageToVideo", "HunyuanVideo15ImageToVideo"):
             ins.update(width=64 if ct.startswith("MiniMax") else 32, height=64 if ct.startswith("MiniMax") else 32)
-            if ct.startswith("Hunyuan"):
+            if ct.startswith("Hunyuan") or not _is_link(ins.get("length")):
                 ins["length"] = 5
             if prompt is not None and ct.startswith("MiniMax"):
                 ins["prompt"] = prompt
