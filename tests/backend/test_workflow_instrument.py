@@ -293,7 +293,9 @@ def test_encoder_after_a_sampler_that_encodes_its_own_media_is_reported():
     ("video_ltx2_3_i2v", {"generated_text": "ComfySwitchNode", "positive": "LTXVConditioning",
                           "negative": "LTXVConditioning", "latent_image": "LTXVConcatAVLatent"}),
     ("video_minimax_h3_i2v", {"positive": "MiniMaxH3ImageToVideo", "latent_image": "MiniMaxH3ImageToVideo"}),
+    ("video_minimax_h3_t2v", {"positive": "MiniMaxH3ImageToVideo", "latent_image": "MiniMaxH3ImageToVideo"}),
     ("video_minimax_h3_r2v", {"positive": "MiniMaxH3ReferenceToVideo", "latent_image": "MiniMaxH3ReferenceToVideo"}),
+    ("video_hunyuan_video_1.5_720p_t2v", {"positive": "CLIPTextEncode", "negative": "CLIPTextEncode"}),
     ("video_hunyuan_video_1.5_720p_i2v", {"positive": "HunyuanVideo15ImageToVideo", "negative": "HunyuanVideo15ImageToVideo",
                                           "latent_image": "HunyuanVideo15ImageToVideo"}),
 ])
