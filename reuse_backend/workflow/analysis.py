@@ -9,13 +9,14 @@ input: nothing at or after it changes less often than the sampler's seed, so not
 wrapped. A seed on any other node (a wildcard picking the prompt, a prompt enhancer or a language
 model sampling inside a text encode) is an input like any other: the wrapped value's key covers
 it (keys/graph_key.py), so it is reused while that seed is unchanged and encoded again when it
-changes. An output node (``node_types.is_output_node``) runs on every request too: what it reads
-directly is wrapped as what a tainted node reads (a PreviewAny of a prompt enhancer's text: the
-STRING variant). A node is *encoded* when it or an untainted ancestor runs
+changes. An output node (``node_types.is_output_node``) runs on every request too: a language
+model's text it reads directly (a PreviewAny of a prompt enhancer's text) is wrapped there, with the
+STRING variant; other values it reads (a preview of an encoded image) are not. A node is *encoded*
+when it or an untainted ancestor runs
 an encoder on its inputs (``_is_encoder``: a CLIP, or a CLIP_VISION / VAE / AUDIO_ENCODER with
 a linked data input to encode), not counting what is
 only reached through an existing wrapper (that value is already restored from the cache). Every edge from an
-untainted node into a tainted one (or into an output node) is a frontier edge; its value is
+untainted node into a tainted one (or, for text, into an output node) is a frontier edge; its value is
 wrapped when an Encode-or-Reuse variant carries its type and it is encoded (the widest wrap point:
 e.g. WanImageToVideo's outputs, which also cover its start-image VAE encode). A frontier value of
 another type (a GUIDER, a custom embeds type, a switch's match type) is walked back to its
@@ -202,7 +203,9 @@ def plan(nodes: dict) -> Plan:
             continue
         for name, (src, slot) in sorted(n.links.items()):
             if src in nodes and not tainted[src]:
-                stack.append((src, slot, k, name))
+                # an output node reading seed-independent values directly: only a language model's
+                # text is wrapped there (a preview of an image an encoder made stays as it is)
+                stack.append((src, slot, k, name, not tainted[k]))
         if not tainted[k]:
             continue
         if nt.is_boundary(n.class_type, n.in_types.values(), n.out_types) and n.class_type not in nt.SAMPLERS:
@@ -224,19 +227,21 @@ def plan(nodes: dict) -> Plan:
                           "reused (what it reads before the sampler is wrapped where it is encoded)")
     seen = set()
     while stack:
-        src, slot, consumer, cname = stack.pop()
+        src, slot, consumer, cname, text_only = stack.pop()
         s = nodes[src]
         if nt.is_pack(s.class_type):
             continue                       # already wrapped (or the session)
         if (src, slot) in wraps:
             wraps[(src, slot)].consumers.append((consumer, cname))
             continue
-        if (src, slot) in seen:
+        if (src, slot, text_only) in seen:
             continue
-        seen.add((src, slot))
+        seen.add((src, slot, text_only))
         types = s.out_types
         t = types[slot] if types is not None and slot < len(types) else None
         if not encoded[src]:
+            continue
+        if text_only and t in nt.VARIANTS and t != "STRING":
             continue
         if t in nt.VARIANTS:
             if s.place is None:
@@ -246,7 +251,9 @@ def plan(nodes: dict) -> Plan:
             continue
         if t in nt.SILENT_TYPES:
             continue
-        if t is None:
+        if text_only:
+            pass
+        elif t is None:
             report(s, f"output {slot} of an unknown node class: its type is not known, so it is not wrapped "
                       "(instrument the UI-format workflow, or give the host's /object_info)")
         elif _is_encoder(s):
@@ -254,7 +261,7 @@ def plan(nodes: dict) -> Plan:
                       "(its encoded inputs are wrapped)")
         for name, (src2, slot2) in sorted(s.links.items()):
             if src2 in nodes and not tainted[src2]:
-                stack.append((src2, slot2, src, name))
+                stack.append((src2, slot2, src, name, text_only))
     index = {k: i for i, k in enumerate(order)}
     ordered = sorted(wraps.values(), key=lambda w: (index[w.src], w.slot))
     for w in ordered:       # consumers in graph order, and each consumer's inputs in its own order

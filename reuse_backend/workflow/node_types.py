@@ -47,8 +47,8 @@ SILENT_TYPES = frozenset({
     "SAMPLER", "NOISE", "MASK", "VIDEO", "*", SESSION_TYPE,
 })
 # Output nodes (the host's /object_info says "output_node"; without it, these): they run on every
-# request, so an encoder output they read directly (a PreviewAny of a prompt enhancer's text) is
-# wrapped before them, as before a sampler.
+# request, so a language model's text they read directly (a PreviewAny of a prompt enhancer's
+# text) is wrapped before them, as before a sampler.
 OUTPUT_NODES = frozenset({
     "SaveImage", "PreviewImage", "SaveVideo", "SaveWEBM", "SaveAnimatedWEBP", "SaveAnimatedPNG", "PreviewAny",
     "SaveAudio", "SaveAudioMP3", "SaveAudioOpus", "PreviewAudio", "SaveLatent", "SaveText",

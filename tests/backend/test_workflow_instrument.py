@@ -245,7 +245,8 @@ def _template(name: str) -> dict:
 
 def test_prompt_enhancer_text_is_wrapped_before_the_output_node_that_shows_it():
     """A language model's text read by an output node (PreviewAny shows the enhanced prompt) runs
-    on every request unless wrapped (STRING variant); the same text of a plain primitive is not."""
+    on every request unless wrapped (STRING variant); the same text of a plain primitive is not, nor
+    is an encoded image an output node previews."""
     g = G()
     g.node(1, "CLIPLoader", outs=["CLIP"])
     g.node(2, "PrimitiveStringMultiline", outs=["STRING"], widgets=["a cat"])
@@ -256,9 +257,15 @@ def test_prompt_enhancer_text_is_wrapped_before_the_output_node_that_shows_it():
     g.node(7, "UNETLoader", outs=["MODEL"]).node(8, "EmptyLatentImage", outs=["LATENT"])
     g.node(9, "KSampler", ins=[("model", "MODEL"), ("positive", "CONDITIONING"), ("negative", "CONDITIONING"),
                                ("latent_image", "LATENT")], outs=["LATENT"], widgets=[1, "fixed", 2, 1.0, "euler", "simple", 1.0])
+    # a preview of an image an encoder made (a VAE round trip) is not a language model's text: left as it is
+    g.node(10, "VAELoader", outs=["VAE"]).node(11, "LoadImage", outs=["IMAGE", "MASK"], widgets=["x.png", "image"])
+    g.node(12, "VAEEncode", ins=[("pixels", "IMAGE"), ("vae", "VAE")], outs=["LATENT"])
+    g.node(13, "VAEDecode", ins=[("samples", "LATENT"), ("vae", "VAE")], outs=["IMAGE"])
+    g.node(14, "PreviewImage", ins=[("images", "IMAGE")])
     g.link(1, 1, 0, 3, 0).link(2, 2, 0, 3, 1).link(3, 3, 0, 4, 0).link(4, 2, 0, 5, 0).link(5, 1, 0, 6, 0)
     g.link(6, 3, 0, 6, 1).link(7, 7, 0, 9, 0).link(8, 6, 0, 9, 1).link(9, 6, 0, 9, 2).link(10, 8, 0, 9, 3)
-    g.doc.update(last_node_id=9, last_link_id=10)
+    g.link(11, 11, 0, 12, 0).link(12, 10, 0, 12, 1).link(13, 12, 0, 13, 0).link(14, 10, 0, 13, 1).link(15, 13, 0, 14, 0)
+    g.doc.update(last_node_id=14, last_link_id=15)
     _, rep = instrument(g.doc)
     wrapped = {w["slot"]: w for w in rep["wrapped"]}
     assert set(wrapped) == {"generated_text", "positive"}, rep["wrapped"]
