@@ -236,13 +236,6 @@ def test_seeded_prompt_node_is_wrapped_a_sampled_value_is_not_guider_and_model_p
     assert any(n["node"] == "5" and "patches the model" in n["reason"] for n in rep["not_wrapped"])
 
 
-def _template(name: str) -> dict:
-    import importlib.resources
-
-    import comfyui_workflow_templates_json as pkg       # requirements-test.txt
-    return json.loads((importlib.resources.files(pkg) / "templates" / f"{name}.json").read_text(encoding="utf-8"))
-
-
 def test_prompt_enhancer_text_is_wrapped_before_the_output_node_that_shows_it():
     """A language model's text read by an output node (PreviewAny shows the enhanced prompt) runs
     on every request unless wrapped (STRING variant); the same text of a plain primitive is not, nor
