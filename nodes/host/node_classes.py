@@ -105,11 +105,11 @@ def is_output_node(cls) -> bool:
 
 
 def object_info(cls) -> dict:
-    """The /object_info-shaped view (input, output, output_name) of a node class."""
+    """The /object_info-shaped view (input, output, output_name, output_node) of a node class."""
     outs = list(getattr(cls, "RETURN_TYPES", ()) or ())
     names = list(getattr(cls, "RETURN_NAMES", None) or outs)
     return {"input": cls.INPUT_TYPES(), "output": ["COMBO" if isinstance(t, list) else str(t) for t in outs],
-            "output_name": [str(n) for n in names]}
+            "output_name": [str(n) for n in names], "output_node": is_output_node(cls)}
 
 
 def clip_vision_output_class():

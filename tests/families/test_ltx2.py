@@ -23,6 +23,7 @@ from pathlib import Path
 import pytest
 
 from seedreuse_lab import graphs
+from seedreuse_lab import official_templates as ot
 from seedreuse_lab import video_family_graphs as vg
 
 from ._video import VIDEO_ONLY, Prepared, actions, assert_hit, items, ran, require_nodes, tensor0
@@ -49,6 +50,18 @@ def test_ltx2_t2v_prompt_enhancer_and_av_latent_reused_across_workers(ab, ltx):
     a, b, root = ab
     api, report = vg.instrumented("video_ltx2_3_t2v", ltx)
     assert [n["class_type"] for n in report["not_wrapped"]] == ["LTXVImgToVideoInplace"]
+    # the canvas' action (POST /seedreuse/instrument, the host's classes for the types) wraps the same
+    route = a.post_json("/seedreuse/instrument", {"workflow": ot.load_template("video_ltx2_3_t2v"),
+                                                  "name": "video_ltx2_3_t2v"})["report"]
+    assert [(w["slot"], w["producer"]["node"]) for w in route["wrapped"]] == \
+        [(w["slot"], w["producer"]["node"]) for w in report["wrapped"]]
+    # an output node the instrumenter's table does not know (the test pack's Inspect) is one for the
+    # route too: the host says so
+    enhanced = {"1": {"class_type": "SeedReuseTestLTXAVTextEncoderLoader", "inputs": {}},
+                "2": {"class_type": "TextGenerateLTX2Prompt", "inputs": {"clip": ["1", 0], "prompt": "a fox"}},
+                "3": {"class_type": "SeedReuseTestInspect", "inputs": {"value": ["2", 0], "label": "text"}}}
+    route = a.post_json("/seedreuse/instrument", {"workflow": enhanced})["report"]
+    assert [(w["slot"], w["producer"]["node"]) for w in route["wrapped"]] == [("generated_text", "2")]
     pa = Prepared(api, seed=1, prefix="ltx2_t2v_a", enhancer_seed=5)
     assert set(pa.slots) == {"generated_text", "positive", "negative", "latent_image"}
     ra = a.run(pa.prompt, timeout=600).raise_for_status()
