@@ -16,7 +16,6 @@ edges; field names are paths (a chain of d nodes has O(d^2) characters): what th
 """
 from __future__ import annotations
 
-import json
 
 from ..reuse_backend.errors import CorruptCacheError, InvalidRequestError
 from ..reuse_backend.keys import graph_key, graph_limits
@@ -28,7 +27,7 @@ from . import host
 from .dry_run_segments import MAX_LISTED_SEGMENTS  # noqa: F401  (documented above; the segment answers)
 from .dry_run_segments import Snapshots, cached_snapshot as _cached_snapshot, error_dict as _err, \
     segment_answer as _segment_answer, session_settings as _session
-from .graph_view import END_ID, ENCODE_PREFIX, PREFIX, SLOT_IO_TYPES, START_ID, GraphView, slot_key
+from .graph_view import END_ID, ENCODE_PREFIX, PREFIX, SLOT_IO_TYPES, START_ID, GraphView, set_change_token, slot_key
 
 MAX_BODY_BYTES = 16 << 20
 MAX_NODES = 2000
@@ -172,19 +171,7 @@ def fill_change_tokens(prompt: dict, keyed=None, schemas: host.NodeClasses | Non
             continue
         specs = schemas.specs(ct)
         _coerce_literals(node, specs)
-        if ct.startswith(PREFIX):
-            continue
-        fn = schemas.change_token_fn(ct)
-        if fn is None:
-            continue
-        literals = {k: v for k, v in node["inputs"].items() if k in specs and not is_link(v)}
-        memo = (ct, json.dumps(literals, sort_keys=True, default=repr))
-        if memo not in tokens:
-            try:
-                tokens[memo] = [fn(**literals)]
-            except Exception:
-                tokens[memo] = float("nan")
-        node["is_changed"] = tokens[memo]
+        set_change_token(node, schemas, tokens)
     return out
 
 

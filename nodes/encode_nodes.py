@@ -79,7 +79,7 @@ class _EncodeOrReuse(io.ComfyNode):
         if d is None:
             snap = ctx.snapshot(session.root, session.name)
             view = GraphView(cls.hidden.prompt, cls.hidden.dynprompt, resolved=ctx.resolved,
-                             extra_pnginfo=ctx.extra.get("extra_pnginfo"))
+                             extra_pnginfo=ctx.extra.get("extra_pnginfo"), executing=True)
             key = slot_key(view, uid, cls.IO.io_type)
             # a matching slot is loaded and checked here, before the lazy value is (not)
             # requested: a slot that does not load or holds an unusable value is rebuilt (auto)

@@ -5,8 +5,11 @@ node ids and keys, so none of them imports another node module to compute a key.
 """
 from __future__ import annotations
 
+import json
+
 from ..reuse_backend.keys import graph_key
 from ..reuse_backend.keys.key import ReuseKey
+from ..reuse_backend.workflow.node_types import is_pack, is_wrapper
 from . import host
 
 PREFIX = "SeedReuse"
@@ -23,10 +26,15 @@ SLOT_IO_TYPES: dict[str, str] = {}
 
 class GraphView:
     """node_id -> node dict, over the original prompt plus nodes added by expansion; with what
-    the host says of each class (``classes``) and the hidden values it passes to nodes."""
+    the host says of each class (``classes``) and the hidden values it passes to nodes.
+
+    executing: the view of a prompt the host is executing. The host computes a node's change
+    token (IS_CHANGED / fingerprint_inputs) only when its own cache asks for it (never with
+    ``--cache-none``); a key walk on such a view first sets the tokens the host left out, as the
+    dry run does, so a volatile node (NaN) is never reused in any cache mode."""
 
     def __init__(self, prompt: dict | None, dynprompt=None, resolved: dict | None = None,
-                 extra_pnginfo=None, classes: "host.NodeClasses | None" = None):
+                 extra_pnginfo=None, classes: "host.NodeClasses | None" = None, executing: bool = False):
         self.prompt = prompt or {}
         self.dynprompt = dynprompt
         self._passthrough: dict | None = None
@@ -35,12 +43,15 @@ class GraphView:
         self.extra_pnginfo = extra_pnginfo
         self.classes = classes or host.NodeClasses()
         self._hidden: dict = {}
+        self.executing = executing
+        self._tokens: dict = {}     # (class, literal inputs) -> change token, asked once per view
 
     def hidden_value(self, name: str):
         """What the host passes as hidden value ``name`` ("prompt", "extra_pnginfo") to a node of
         this prompt, as the digest a key records (computed once, only when a key needs it)."""
         if name not in self._hidden:
-            self._hidden[name] = (graph_key.prompt_digest(self.prompt, own_skip_inputs(self)) if name == "prompt"
+            skip = {**own_skip_inputs(self), **{ct: ("session", "slot") for ct in passthrough_classes(self)}}
+            self._hidden[name] = (graph_key.prompt_digest(self.prompt, skip) if name == "prompt"
                                   else graph_key.digest_of(self.extra_pnginfo))
         return self._hidden[name]
 
@@ -71,7 +82,7 @@ def passthrough_classes(prompt_like) -> dict:
     nodes = prompt_like.prompt.values() if isinstance(prompt_like, GraphView) else prompt_like.values()
     for node in nodes:
         ct = node.get("class_type", "") if isinstance(node, dict) else ""
-        if ct.startswith(ENCODE_PREFIX):
+        if is_wrapper(ct):
             out[ct] = "value"
     if isinstance(prompt_like, GraphView):
         prompt_like._passthrough = out
@@ -88,14 +99,47 @@ class _Hidden:
         return self.view.hidden_value(name)
 
 
+def set_change_token(node: dict, classes, memo: dict) -> None:
+    """Set ``node["is_changed"]`` as the host's cache would (its class's IS_CHANGED /
+    fingerprint_inputs on its literal inputs; NaN when that raises), asked once per (class,
+    literals) in ``memo``; nothing for the pack's own nodes or a class without one."""
+    ct = node.get("class_type", "")
+    if not isinstance(ct, str) or is_pack(ct):
+        return
+    fn = classes.change_token_fn(ct)
+    if fn is None:
+        return
+    specs = classes.specs(ct)
+    literals = {k: v for k, v in (node.get("inputs") or {}).items() if k in specs and not graph_key.is_link(v)}
+    k = (ct, json.dumps(literals, sort_keys=True, default=repr))
+    if k not in memo:
+        try:
+            memo[k] = [fn(**literals)]
+        except Exception:   # noqa: BLE001 - as the host: a token that cannot be computed is "changed"
+            memo[k] = float("nan")
+    node["is_changed"] = memo[k]
+
+
+def _fill_missing_tokens(view: GraphView, link) -> None:
+    """On an executing view: the change tokens the host did not compute, for the nodes upstream
+    of ``link`` (GraphView's doc)."""
+    if not view.executing or not graph_key.is_link(link):
+        return
+    for nid in graph_key.upstream_nodes(view.prompt, [link[0]]):
+        node = view.prompt.get(nid)
+        if isinstance(node, dict) and "is_changed" not in node:
+            set_change_token(node, view.classes, view._tokens)
+
+
 def walk(view: GraphView, link, label: str, skip: dict | None = None) -> graph_key.Walk:
     """The key walk every key of the pack uses (graph_key.walk_upstream): the pack's own controls
     on its own nodes left out (``skip``, default ``own_skip_inputs``), Encode-or-Reuse nodes
-    transparent, the host's file identities, class facts and hidden values."""
+    transparent, the host's file identities, change tokens, class facts and hidden values."""
+    _fill_missing_tokens(view, link)
     return graph_key.walk_upstream(view, link, label=label, resolver=host.resolve_file,
                                    skip_inputs=own_skip_inputs(view) if skip is None else skip,
                                    passthrough=passthrough_classes(view),
-                                   ignore_change_token=lambda ct: ct.startswith(PREFIX),
+                                   ignore_change_token=is_pack,
                                    resolved=view.resolved, facts=view.classes.facts,
                                    hidden_values=_Hidden(view))
 

@@ -99,7 +99,7 @@ class SeedReuseSegmentLoopStart(SegmentNode):
         uid = cls.hidden.unique_id
         ctx = transactions.current()
         view = GraphView(cls.hidden.prompt, cls.hidden.dynprompt, resolved=ctx.resolved,
-                         extra_pnginfo=ctx.extra.get("extra_pnginfo"))
+                         extra_pnginfo=ctx.extra.get("extra_pnginfo"), executing=True)
         end_id = find_end_node(view, uid)
         if end_id is None:
             raise InvalidRequestError("Segment Loop Start has no Segment Loop End",

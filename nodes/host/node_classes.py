@@ -85,8 +85,9 @@ def class_facts(cls) -> ClassFacts:
     its seed widgets (``control_after_generate``) and whether it samples (a NOISE input, or a
     seed widget next to a MODEL input)."""
     spec = cls.INPUT_TYPES()
-    hidden = frozenset(_HIDDEN_NAMES[v] for v in (spec.get("hidden") or {}).values()
-                       if isinstance(v, str) and v in _HIDDEN_NAMES)
+    # V1 declares {"unique_id": "UNIQUE_ID"}; a V3 schema {"unique_id": ("UNIQUE_ID",)}
+    kinds = [v[0] if isinstance(v, (list, tuple)) and v else v for v in (spec.get("hidden") or {}).values()]
+    hidden = frozenset(_HIDDEN_NAMES[v] for v in kinds if isinstance(v, str) and v in _HIDDEN_NAMES)
     declared = declared_inputs(cls)
     seeds, types = set(), set()
     for name, s in declared.items():

@@ -16,7 +16,7 @@ import json
 import math
 from dataclasses import dataclass, field
 
-from ..errors import CorruptCacheError, KeyMismatchError
+from ..errors import KeyMismatchError
 
 KEY_SCHEMA = "seedreuse-key/1"
 MAX_LISTED_FIELDS = 8
