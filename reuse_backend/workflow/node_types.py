@@ -33,6 +33,11 @@ SAMPLERS = frozenset({
 # output next to a value output is treated the same way).
 MODEL_PATCHERS = frozenset({"WanInfiniteTalkToVideo"})
 
+# a V3 match-type socket (ComfySwitchNode): the output has the type of what is linked to its
+# match-type inputs (api_format resolves it from the host's /object_info, as the canvas does)
+MATCH_TYPE = "COMFY_MATCHTYPE_V3"
+KNOWN_MATCH_INPUTS = {"ComfySwitchNode": ("on_false", "on_true")}
+
 SEED_INPUTS = frozenset({"seed", "noise_seed"})
 NOISE_TYPES = frozenset({"NOISE"})
 # A node that takes one of these runs an encoder (or a loader's model) on its inputs.
@@ -76,7 +81,7 @@ KNOWN_OUTPUTS: dict[str, list[str]] = {
     "SeedReuseSession": [SESSION_TYPE],
     # ComfyUI 0.33's video families and prompt enhancers (LTX-2, MiniMax H3, HunyuanVideo 1.5)
     "TextGenerate": ["STRING"], "TextGenerateLTX2Prompt": ["STRING"], "PreviewAny": ["STRING"],
-    "ComfySwitchNode": ["COMFY_MATCHTYPE_V3"], "LTXVConditioning": [_C, _C], "LTXVImgToVideoInplace": [_L],
+    "ComfySwitchNode": [MATCH_TYPE], "LTXVConditioning": [_C, _C], "LTXVImgToVideoInplace": [_L],
     "LTXVConcatAVLatent": [_L], "LTXVSeparateAVLatent": [_L, _L], "LTXVAddGuide": [_C, _C, _L],
     "LTXVCropGuides": [_C, _C, _L], "LTXVPreprocess": ["IMAGE"], "LTXVEmptyLatentAudio": [_L],
     "EmptyLTXVLatentVideo": [_L], "LTXAVTextEncoderLoader": ["CLIP"], "LTXVAudioVAELoader": ["VAE"],

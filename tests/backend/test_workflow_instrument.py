@@ -312,13 +312,36 @@ def test_video_family_templates_wrap_their_encoders(name, want):
         assert w["variant"] == "SeedReuseEncodeText" and len(w["consumers"]) == 1     # the PreviewAny
     reported = [(n["class_type"], "image" in n["reason"]) for n in rep["not_wrapped"]]
     assert reported == ([("LTXVImgToVideoInplace", True)] if name.startswith("video_ltx2_3") else []), rep["not_wrapped"]
-    # API format without the host's types: the text is wrapped at the enhancer, read by the switch
+    # API format (no types in the prompt): the switch's match-type output is typed by what is
+    # linked to it, as the canvas types it, so the text is wrapped at the switch here too
     if name == "video_ltx2_3_t2v":
         api, _ = convert(doc, {})
         _, arep = instrument(api, name_hint=name)
+        assert {w["slot"]: w["producer"]["class_type"] for w in arep["wrapped"]} == want
         text = next(w for w in arep["wrapped"] if w["type"] == "STRING")
-        assert text["producer"]["class_type"] == "TextGenerateLTX2Prompt"
-        assert [(api[c["node"]]["class_type"], c["input"]) for c in text["consumers"]] == [("ComfySwitchNode", "on_true")]
+        assert [api[c["node"]]["class_type"] for c in text["consumers"]] == ["PreviewAny"]
+
+
+def test_a_switch_output_is_typed_by_what_is_linked_to_it():
+    """ComfySwitchNode's output is a match type in /object_info: an API prompt's switch of two
+    conditionings is wrapped at the switch, as the canvas (which types the link) does."""
+    info = {"ComfySwitchNode": {"input": {"required": {"switch": ["BOOLEAN", {}],
+                                                       "on_false": ["COMFY_MATCHTYPE_V3", {"lazy": True}],
+                                                       "on_true": ["COMFY_MATCHTYPE_V3", {"lazy": True}]}},
+                                "output": ["COMFY_MATCHTYPE_V3"], "output_name": ["output"]}}
+    api = {"1": {"class_type": "CLIPLoader", "inputs": {"clip_name": "t.safetensors", "type": "wan"}},
+           "2": {"class_type": "CLIPTextEncode", "inputs": {"clip": ["1", 0], "text": "a"}},
+           "3": {"class_type": "CLIPTextEncode", "inputs": {"clip": ["1", 0], "text": "b"}},
+           "4": {"class_type": "ComfySwitchNode", "inputs": {"switch": True, "on_false": ["2", 0], "on_true": ["3", 0]}},
+           "5": {"class_type": "UNETLoader", "inputs": {"unet_name": "m.safetensors", "weight_dtype": "default"}},
+           "6": {"class_type": "EmptyLatentImage", "inputs": {"width": 64, "height": 64, "batch_size": 1}},
+           "7": {"class_type": "KSampler", "inputs": {"model": ["5", 0], "positive": ["4", 0], "negative": ["2", 0],
+                                                      "latent_image": ["6", 0], "seed": 1, "steps": 2, "cfg": 1.0,
+                                                      "sampler_name": "euler", "scheduler": "simple", "denoise": 1.0}}}
+    for object_info in (info, None):
+        _, rep = instrument(api, object_info=object_info)
+        assert sorted((w["producer"]["node"], w["type"]) for w in rep["wrapped"]) == \
+            [("2", "CONDITIONING"), ("4", "CONDITIONING")], (object_info is None, rep["wrapped"])
 
 
 def test_api_format():
