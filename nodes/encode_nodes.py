@@ -27,11 +27,13 @@ VARIANTS = [
     ("AudioFeatures", "Audio Encoder Output", io.AudioEncoderOutput, "audio-encoder (wav2vec2) output"),
     ("Image", "Image", io.Image, "preprocessed image"),
     ("Audio", "Audio", io.Audio, "audio waveform"),
+    ("Text", "Text", io.String, "generated text (a prompt enhancer's output)"),
 ]
 
 
 class _EncodeOrReuse(io.ComfyNode):
     IO = io.Conditioning
+    VALUE_SOCKET: dict = {}      # the text variant's STRING input is a socket, not a text box
     SUFFIX = ""
     DISPLAY = ""
     WHAT = ""
@@ -49,7 +51,7 @@ class _EncodeOrReuse(io.ComfyNode):
                 io.String.Input("slot", default="positive",
                                 tooltip="Name of this value in the cache (unique per workflow), e.g. positive, "
                                         "negative, clip_vision, reference_latent, audio_features."),
-                cls.IO.Input("value", lazy=True,
+                cls.IO.Input("value", lazy=True, **cls.VALUE_SOCKET,
                              tooltip=f"The {cls.WHAT}. Evaluated only when the cache cannot serve it."),
             ],
             outputs=[
@@ -220,6 +222,7 @@ class _EncodeOrReuse(io.ComfyNode):
 def _make(suffix, display, io_cls, what):
     cls = type(f"SeedReuseEncode{suffix}", (_EncodeOrReuse,),
                {"IO": io_cls, "SUFFIX": suffix, "DISPLAY": display, "WHAT": what,
+                "VALUE_SOCKET": {"force_input": True} if io_cls is io.String else {},
                 "__doc__": f"Encode or Reuse for {what}."})
     SLOT_IO_TYPES[f"SeedReuseEncode{suffix}"] = io_cls.io_type
     return cls

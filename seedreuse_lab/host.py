@@ -109,6 +109,23 @@ def has_stock_infinitetalk() -> bool:
         return False
 
 
+VIDEO_FAMILY_NODES = {"nodes_lt_audio.py": 'node_id="LTXAVTextEncoderLoader"',
+                      "nodes_textgen.py": 'node_id="TextGenerateLTX2Prompt"',
+                      "nodes_minimax_h3.py": 'node_id="MiniMaxH3ImageToVideo"',
+                      "nodes_hunyuan.py": 'node_id="HunyuanVideo15ImageToVideo"'}
+
+
+def has_video_families() -> bool:
+    """True when the host has the stock nodes of the video families of the support matrix (LTX-2
+    audio-video with its prompt enhancer, MiniMax H3, HunyuanVideo 1.5: ComfyUI 0.33, not 0.3.75).
+    Read from the host's source (no ComfyUI import)."""
+    try:
+        extras = comfyui_dir() / "comfy_extras"
+        return all(marker in (extras / f).read_text() for f, marker in VIDEO_FAMILY_NODES.items())
+    except (OSError, HostNotFound):
+        return False
+
+
 def has_cache_provider_api() -> bool:
     """True when the host has ComfyUI's external cache-provider API (``comfy_api.latest.Caching``
     with ``register_provider``; ComfyUI 0.33 has it, 0.3.75 does not). Read from the host's

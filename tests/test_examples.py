@@ -61,15 +61,22 @@ NOT_ON_TEST_HOST = {
     "PreviewAudio": _TORCHAUDIO.format("comfy_extras/nodes_audio.py"),
     "AudioEncoderLoader": _TORCHAUDIO.format("comfy_extras/nodes_audio_encoder.py"),
     "AudioEncoderEncode": _TORCHAUDIO.format("comfy_extras/nodes_audio_encoder.py"),
+    # the video families' examples are for ComfyUI 0.33 (LTX-2 audio-video, the prompt enhancer, MiniMax
+    # H3): tests/families/test_family_examples.py runs them there
+    **{t: "newer host only: ComfyUI 0.33's LTX-2 audio-video, prompt-enhancer and MiniMax H3 nodes"
+       for t in ("LTXAVTextEncoderLoader", "LTXVAudioVAEDecode", "LTXVAudioVAELoader", "LTXVConcatAVLatent",
+                 "LTXVEmptyLatentAudio", "LTXVImgToVideoInplace", "LTXVSeparateAVLatent", "ManualSigmas",
+                 "TextGenerateLTX2Prompt", "MiniMaxH3ImageToVideo")},
 }
 # Widget layout of those nodes where it is known (0.3.75 schemas): name, or None for a
 # frontend-only widget whose value the canvas saves but never sends.
 KNOWN_WIDGETS = {"LoadAudio": ["audio", None, None], "SaveAudio": ["filename_prefix", None],
                  "PreviewAudio": [None], "AudioEncoderLoader": ["audio_encoder_name"], "AudioEncoderEncode": []}
 
-# Inputs the 1.32.9 canvas sends for a frontend-only widget (LoadAudio's audio player, "audioUI").
-# ComfyUI ignores inputs outside a node's schema, so an API twin (what API clients send) omits them.
-CANVAS_ONLY_INPUTS = {("LoadAudio", "audioUI")}
+# Inputs the 1.32.9 canvas sends for a frontend-only widget (LoadAudio's audio player, "audioUI";
+# PreviewAny's text box, "preview"). ComfyUI ignores inputs outside a node's schema, so an API twin
+# (what API clients send) omits them.
+CANVAS_ONLY_INPUTS = {("LoadAudio", "audioUI"), ("PreviewAny", "preview")}
 
 MODEL_FILE = re.compile(r"\.(safetensors|sft|ckpt|pt|pth|bin|gguf|onnx)$", re.I)
 # Loader folders without a tiny model: validation only needs a file of that name to exist.

@@ -106,11 +106,11 @@ def is_output_node(cls) -> bool:
 
 
 def object_info(cls) -> dict:
-    """The /object_info-shaped view (input, output, output_name) of a node class."""
+    """The /object_info-shaped view (input, output, output_name, output_node) of a node class."""
     outs = list(getattr(cls, "RETURN_TYPES", ()) or ())
     names = list(getattr(cls, "RETURN_NAMES", None) or outs)
     return {"input": cls.INPUT_TYPES(), "output": ["COMBO" if isinstance(t, list) else str(t) for t in outs],
-            "output_name": [str(n) for n in names]}
+            "output_name": [str(n) for n in names], "output_node": is_output_node(cls)}
 
 
 def clip_vision_output_class():
@@ -120,6 +120,16 @@ def clip_vision_output_class():
     except ImportError:  # a host without CLIP vision support
         return None
     return comfy.clip_vision.Output
+
+
+def nested_tensor_class():
+    """``comfy.nested_tensor.NestedTensor`` (the audio-video latents of LTX-2 and MiniMax H3,
+    restored from caches by a registered adapter), or None on a host without it."""
+    try:
+        import comfy.nested_tensor
+    except ImportError:
+        return None
+    return comfy.nested_tensor.NestedTensor
 
 
 class NodeClasses:

@@ -18,12 +18,15 @@ Expected structures (ComfyUI's types):
 =====================  ===========================================================
 CONDITIONING           list of [float tensor [B, L, D], dict]
 LATENT                 {"samples": float tensor [B, C, H, W] / [B, C, T, H, W] (or an audio
-                       latent [B, C, L])}
+                       latent [B, C, L]), or a nested tensor: an adapter object whose only
+                       field "tensors" lists such tensors (the audio-video latents of LTX-2
+                       and MiniMax H3: video and audio)}
 IMAGE                  float tensor [B, H, W, C], C in 1..4
 CLIP_VISION_OUTPUT     an object with last_hidden_state float [B, T, D] (image_embeds [B, D],
                        penultimate_hidden_states [B, T, D] when present)
 AUDIO_ENCODER_OUTPUT   {"encoded_audio": float [B, T, D], "encoded_audio_all_layers": [...]}
 AUDIO                  {"waveform": float [B, C, T], "sample_rate": int > 0}
+STRING                 a str (a prompt enhancer's text)
 =====================  ===========================================================
 
 Additive attention masks may hold -inf: tensors under a key containing "mask" are checked
@@ -108,8 +111,19 @@ def _conditioning(value) -> Problem | None:
 
 def _latent(value, path: str = "value") -> Problem | None:
     want = "{'samples': float tensor [B, C, H, W] or [B, C, T, H, W]}"
-    return _dict(value, path, "samples", want) or \
-        _tensor(value["samples"], f"{path}['samples']", (3, 4, 5), "[B, C, H, W] or [B, C, T, H, W]")
+    dims = "[B, C, H, W] or [B, C, T, H, W]"
+    p = _dict(value, path, "samples", want)
+    if p is not None:
+        return p
+    samples = value["samples"]
+    nested = None if isinstance(samples, (dict, list, tuple, torch.Tensor)) else _fields(samples)
+    if nested is None:
+        return _tensor(samples, f"{path}['samples']", (3, 4, 5), dims)
+    tensors = nested.get("tensors")
+    if set(nested) != {"tensors"} or type(tensors) not in (list, tuple) or not tensors:
+        return Problem(f"{path}['samples']", "a float tensor or a nested tensor (a non-empty list of float tensors)",
+                       f"an object with fields {sorted(map(str, nested))}")
+    return _first(*(_tensor(t, f"{path}['samples'].tensors[{i}]", (3, 4, 5), dims) for i, t in enumerate(tensors)))
 
 
 def _image(value) -> Problem | None:
@@ -179,8 +193,13 @@ def _audio(value) -> Problem | None:
             or _int_field(value, "sample_rate", 1, optional=False))
 
 
+def _text(value) -> Problem | None:
+    return None if type(value) is str else Problem("value", "a str", describe(value))
+
+
 STRUCTURES = {"CONDITIONING": _conditioning, "LATENT": _latent, "IMAGE": _image,
-              "CLIP_VISION_OUTPUT": _clip_vision, "AUDIO_ENCODER_OUTPUT": _audio_features, "AUDIO": _audio}
+              "CLIP_VISION_OUTPUT": _clip_vision, "AUDIO_ENCODER_OUTPUT": _audio_features, "AUDIO": _audio,
+              "STRING": _text}
 
 
 # ------------------------------------------------------------------ finite numbers

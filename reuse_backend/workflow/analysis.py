@@ -9,14 +9,23 @@ input: nothing at or after it changes less often than the sampler's seed, so not
 wrapped. A seed on any other node (a wildcard picking the prompt, a prompt enhancer or a language
 model sampling inside a text encode) is an input like any other: the wrapped value's key covers
 it (keys/graph_key.py), so it is reused while that seed is unchanged and encoded again when it
-changes. A node is *encoded* when it or an untainted ancestor runs
+changes. An output node (``node_types.is_output_node``) runs on every request too: a language
+model's text it reads directly (a PreviewAny of a prompt enhancer's text) is wrapped there, with the
+STRING variant; other values it reads (a preview of an encoded image) are not. A node is *encoded*
+when it or an untainted ancestor runs
 an encoder on its inputs (``_is_encoder``: a CLIP, or a CLIP_VISION / VAE / AUDIO_ENCODER with
 a linked data input to encode), not counting what is
 only reached through an existing wrapper (that value is already restored from the cache). Every edge from an
-untainted node into a tainted one is a frontier edge; its value is wrapped when an Encode-or-Reuse
-variant carries its type and it is encoded (the widest wrap point: e.g. WanImageToVideo's outputs,
-which also cover its start-image VAE encode). A frontier value of another type (a GUIDER, a custom
-embeds type) is walked back to its producer's inputs.
+untainted node into a tainted one (or, for text, into an output node) is a frontier edge; its value is
+wrapped when an Encode-or-Reuse variant carries its type and it is encoded (the widest wrap point:
+e.g. WanImageToVideo's outputs, which also cover its start-image VAE encode). A frontier value of
+another type (a GUIDER, a custom embeds type, a switch's match type) is walked back to its
+producer's inputs.
+
+The report names what stays computed on every request: a model patcher's own encode, an encoder
+whose inputs depend on a seed, and an encoder after a sampler that encodes a seed-independent input
+of its own (LTXVImgToVideoInplace in an upscale pass VAE-encodes the start image again into the
+sampled latent: its output depends on the sample, so it cannot be reused).
 """
 from __future__ import annotations
 
@@ -38,6 +47,7 @@ class FlatNode:
     literal_sources: dict = field(default_factory=dict)   # literal input name -> the primitive that sets it
     out_types: list | None = None             # None: unknown class
     out_names: list | None = None
+    output_node: bool = False                 # runs on every request (SaveVideo, PreviewAny, ...)
     slot_literal: str | None = None           # a wrapper's slot name
     place: object = None                      # where a wrapper of this node's outputs goes
     place_problem: str | None = None          # why no wrapper can go there
@@ -97,7 +107,7 @@ def _order(nodes: dict) -> list:
 
 
 # linked inputs that carry no data for an encoder to encode (models, primitives, sampler parts)
-_NOT_ENCODED = (nt.SILENT_TYPES - {"MASK", "VIDEO", "*"}) | {nt.SESSION_TYPE}
+_NOT_ENCODED = (nt.SILENT_TYPES - {"MASK", "VIDEO", "*"}) | {nt.SESSION_TYPE, "STRING"}
 
 
 def _is_encoder(n: FlatNode) -> bool:
@@ -115,6 +125,18 @@ def _is_encoder(n: FlatNode) -> bool:
         return False
     return any(n.in_types.get(name) not in _NOT_ENCODED for name in n.links
                if n.in_types.get(name) not in nt.ENCODER_MODEL_TYPES)
+
+
+# raw media an encoder model turns into an encoding (a conditioning or a latent passed along is not)
+_MEDIA = frozenset({"IMAGE", "AUDIO", "VIDEO", "MASK"})
+
+
+def _own_encodes(n: FlatNode, nodes: dict, tainted: dict) -> list:
+    """Names of ``n``'s linked media inputs from untainted nodes (not the pack's): what an encoder
+    after a sampler encodes afresh on every request (VAEDecode's sampled latent is not one)."""
+    return [name for name, (src, _) in sorted(n.links.items())
+            if src in nodes and not tainted[src] and not nt.is_pack(nodes[src].class_type)
+            and n.in_types.get(name) in _MEDIA]
 
 
 def _patches_model_with_encode(n: FlatNode) -> list:
@@ -161,11 +183,17 @@ def _label(n: FlatNode) -> str:
     return f"{n.title or n.class_type} (node {n.key})"
 
 
+_GENERIC_OUTPUT_NAMES = frozenset({"output", "value", "out", "result"})
+
+
 def _slot_base(w: Wrap) -> str:
     names = w.producer.out_names or []
     out_name = names[w.slot] if w.slot < len(names) else ""
-    if out_name and out_name.lower() != w.type.lower() and out_name != out_name.upper():
+    if out_name and out_name.lower() != w.type.lower() and out_name != out_name.upper() \
+            and out_name.lower() not in _GENERIC_OUTPUT_NAMES:
         base = out_name
+    elif w.type == "STRING":
+        base = "generated_text"        # what a text encoder's language model wrote (a prompt enhancer)
     elif w.consumers:
         base = w.consumers[0][1]
     else:
@@ -218,11 +246,15 @@ def plan(nodes: dict) -> Plan:
     stack = []
     for k in order:
         n = nodes[k]
-        if not tainted[k]:
+        if not tainted[k] and not n.output_node:
             continue
         for name, (src, slot) in sorted(n.links.items()):
             if src in nodes and not tainted[src]:
-                stack.append((src, slot, k, name))
+                # an output node reading seed-independent values directly: only a language model's
+                # text is wrapped there (a preview of an image an encoder made stays as it is)
+                stack.append((src, slot, k, name, not tainted[k]))
+        if not tainted[k]:
+            continue
         if nt.is_boundary(n.class_type, n.in_types.values(), n.out_types) and n.class_type not in nt.SAMPLERS:
             enc = sorted({t for name, t in n.in_types.items() if t in nt.ENCODER_MODEL_TYPES
                           and n.links[name][0] in nodes and not tainted[n.links[name][0]]})
@@ -233,21 +265,30 @@ def plan(nodes: dict) -> Plan:
             b = nodes[after_boundary[k]]
             report(n, f"it encodes what {_label(b)} sampled: it changes with every seed, so it is not wrapped "
                       "(a hand-placed Encode or Reuse here is keyed by that seed and reused only while it is unchanged)")
+        elif _is_encoder(n) and after_boundary[k] != k:
+            fresh = _own_encodes(n, nodes, tainted)
+            if fresh:
+                report(n, f"encodes its seed-independent input(s) {', '.join(fresh)} with its own "
+                          f"{'/'.join(sorted({t for t in n.in_types.values() if t in nt.ENCODER_MODEL_TYPES}))} "
+                          "inside, on every request: its output depends on the sampled latent, so it cannot be "
+                          "reused (what it reads before the sampler is wrapped where it is encoded)")
     seen = set()
     while stack:
-        src, slot, consumer, cname = stack.pop()
+        src, slot, consumer, cname, text_only = stack.pop()
         s = nodes[src]
         if nt.is_pack(s.class_type):
             continue                       # already wrapped (or the session)
         if (src, slot) in wraps:
             wraps[(src, slot)].consumers.append((consumer, cname))
             continue
-        if (src, slot) in seen:
+        if (src, slot, text_only) in seen:
             continue
-        seen.add((src, slot))
+        seen.add((src, slot, text_only))
         types = s.out_types
         t = types[slot] if types is not None and slot < len(types) else None
         if not encoded[src]:
+            continue
+        if text_only and t in nt.VARIANTS and t != "STRING":
             continue
         if t in nt.VARIANTS:
             if s.place is None:
@@ -257,7 +298,9 @@ def plan(nodes: dict) -> Plan:
             continue
         if t in nt.SILENT_TYPES:
             continue
-        if t is None:
+        if text_only:
+            pass
+        elif t is None:
             report(s, f"output {slot} of an unknown node class: its type is not known, so it is not wrapped "
                       "(instrument the UI-format workflow, or give the host's /object_info)")
         elif _is_encoder(s):
@@ -265,7 +308,7 @@ def plan(nodes: dict) -> Plan:
                       "(its encoded inputs are wrapped)")
         for name, (src2, slot2) in sorted(s.links.items()):
             if src2 in nodes and not tainted[src2]:
-                stack.append((src2, slot2, src, name))
+                stack.append((src2, slot2, src, name, text_only))
     index = {k: i for i, k in enumerate(order)}
     ordered = sorted(wraps.values(), key=lambda w: (index[w.src], w.slot))
     for w in ordered:       # consumers in graph order, and each consumer's inputs in its own order

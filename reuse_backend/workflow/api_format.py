@@ -37,6 +37,7 @@ def flat_nodes(doc: dict, info: dict | None = None) -> dict:
         fn = FlatNode(key=str(nid), class_type=ct, title=str(meta.get("title") or ""))
         fn.out_types = nt.output_types_from_info(info, ct)
         fn.out_names = nt.output_names_from_info(info, ct)
+        fn.output_node = nt.is_output_node(info, ct)
         for name, v in n["inputs"].items():
             if is_link(v) and str(v[0]) in doc:
                 fn.links[name] = (str(v[0]), v[1])
@@ -46,12 +47,44 @@ def flat_nodes(doc: dict, info: dict | None = None) -> dict:
             fn.slot_literal = n["inputs"]["slot"]
         fn.place = str(nid)
         out[fn.key] = fn
+    _link_types(out)
+    matched = {k: _match_inputs(info, fn.class_type) for k, fn in out.items()}
+    matched = {k: m for k, m in matched.items() if m and nt.MATCH_TYPE in (out[k].out_types or [])}
+    for _ in range(len(matched)):        # a chain of switches resolves one link per round
+        changed = False
+        for k, names in matched.items():
+            fn = out[k]
+            got = {fn.in_types.get(name) for name in names if name in fn.links} - {None, nt.MATCH_TYPE}
+            if len(got) == 1:
+                t = got.pop()
+                new = [t if o == nt.MATCH_TYPE else o for o in fn.out_types]
+                changed |= new != fn.out_types
+                fn.out_types = new
+        if not changed:
+            break
+        _link_types(out)
+    return out
+
+
+def _link_types(out: dict) -> None:
     for fn in out.values():
         for name, (src, slot) in fn.links.items():
             types = out[src].out_types
             if types is not None and 0 <= slot < len(types) and types[slot]:
                 fn.in_types[name] = types[slot]
-    return out
+
+
+def _match_inputs(info: dict | None, class_type: str) -> list:
+    """The inputs a match-type output takes its type from (ComfySwitchNode's on_false / on_true):
+    the class's inputs of the match type, from the host's /object_info (else the table). The canvas
+    types such an output by what is linked; an API prompt does not say, so the instrumenter reads it
+    the same way."""
+    schema = (info or {}).get(class_type)
+    inp = schema.get("input") if isinstance(schema, dict) else None
+    if not isinstance(inp, dict):
+        return list(nt.KNOWN_MATCH_INPUTS.get(class_type, ()))
+    return [name for sec in ("required", "optional") for name, spec in (inp.get(sec) or {}).items()
+            if isinstance(spec, (list, tuple)) and spec and spec[0] == nt.MATCH_TYPE]
 
 
 def _next_id(doc: dict) -> int:

@@ -19,6 +19,7 @@ VARIANTS = {
     "AUDIO_ENCODER_OUTPUT": "SeedReuseEncodeAudioFeatures",
     "IMAGE": "SeedReuseEncodeImage",
     "AUDIO": "SeedReuseEncodeAudio",
+    "STRING": "SeedReuseEncodeText",
 }
 
 # Nodes that sample (their outputs depend on a seed or noise) or run the pack's segment loop:
@@ -32,16 +33,30 @@ SAMPLERS = frozenset({
 # output next to a value output is treated the same way).
 MODEL_PATCHERS = frozenset({"WanInfiniteTalkToVideo"})
 
+# a V3 match-type socket (ComfySwitchNode): the output has the type of what is linked to its
+# match-type inputs (api_format resolves it from the host's /object_info, as the canvas does)
+MATCH_TYPE = "COMFY_MATCHTYPE_V3"
+KNOWN_MATCH_INPUTS = {"ComfySwitchNode": ("on_false", "on_true")}
+
 SEED_INPUTS = frozenset({"seed", "noise_seed"})
 NOISE_TYPES = frozenset({"NOISE"})
 # A node that takes one of these runs an encoder (or a loader's model) on its inputs.
 ENCODER_MODEL_TYPES = frozenset({"CLIP", "CLIP_VISION", "VAE", "AUDIO_ENCODER"})
 # Outputs the instrumenter never wraps and never walks back through (models, their loaders'
-# products, primitives, sampler parts): no reuse is lost by leaving them as they are.
+# products, primitives, sampler parts): no reuse is lost by leaving them as they are. A STRING is
+# wrapped only where an encoder made it (a prompt enhancer's text: TextGenerate,
+# TextGenerateLTX2Prompt), like every variant's type: the wrap needs an encoder upstream.
 SILENT_TYPES = frozenset({
     "MODEL", "CLIP", "VAE", "CLIP_VISION", "AUDIO_ENCODER", "CONTROL_NET", "UPSCALE_MODEL", "MODEL_PATCH",
-    "STYLE_MODEL", "GLIGEN", "LORA_MODEL", "INT", "FLOAT", "STRING", "BOOLEAN", "COMBO", "SIGMAS", "SAMPLER",
-    "NOISE", "MASK", "VIDEO", "*", SESSION_TYPE,
+    "STYLE_MODEL", "GLIGEN", "LORA_MODEL", "LATENT_UPSCALE_MODEL", "INT", "FLOAT", "BOOLEAN", "COMBO", "SIGMAS",
+    "SAMPLER", "NOISE", "MASK", "VIDEO", "*", SESSION_TYPE,
+})
+# Output nodes (the host's /object_info says "output_node"; without it, these): they run on every
+# request, so a language model's text they read directly (a PreviewAny of a prompt enhancer's
+# text) is wrapped before them, as before a sampler.
+OUTPUT_NODES = frozenset({
+    "SaveImage", "PreviewImage", "SaveVideo", "SaveWEBM", "SaveAnimatedWEBP", "SaveAnimatedPNG", "PreviewAny",
+    "SaveAudio", "SaveAudioMP3", "SaveAudioOpus", "PreviewAudio", "SaveLatent", "SaveText",
 })
 
 _C, _L = "CONDITIONING", "LATENT"
@@ -64,6 +79,16 @@ KNOWN_OUTPUTS: dict[str, list[str]] = {
     "LoraLoaderModelOnly": ["MODEL"], "LoraLoader": ["MODEL", "CLIP"], "CFGNorm": ["MODEL"],
     "VAEDecode": ["IMAGE"], "CreateVideo": ["VIDEO"], "SaveVideo": [], "SaveImage": [], "PreviewImage": [],
     "SeedReuseSession": [SESSION_TYPE],
+    # ComfyUI 0.33's video families and prompt enhancers (LTX-2, MiniMax H3, HunyuanVideo 1.5)
+    "TextGenerate": ["STRING"], "TextGenerateLTX2Prompt": ["STRING"], "PreviewAny": ["STRING"],
+    "ComfySwitchNode": [MATCH_TYPE], "LTXVConditioning": [_C, _C], "LTXVImgToVideoInplace": [_L],
+    "LTXVConcatAVLatent": [_L], "LTXVSeparateAVLatent": [_L, _L], "LTXVAddGuide": [_C, _C, _L],
+    "LTXVCropGuides": [_C, _C, _L], "LTXVPreprocess": ["IMAGE"], "LTXVEmptyLatentAudio": [_L],
+    "EmptyLTXVLatentVideo": [_L], "LTXAVTextEncoderLoader": ["CLIP"], "LTXVAudioVAELoader": ["VAE"],
+    "LTXVAudioVAEDecode": ["AUDIO"], "LTXVLatentUpsampler": [_L], "LatentUpscaleModelLoader": ["LATENT_UPSCALE_MODEL"],
+    "MiniMaxH3ImageToVideo": [_C, _L], "MiniMaxH3ReferenceToVideo": [_C, _L], "MiniMaxH3AddGuide": [_C],
+    "HunyuanVideo15ImageToVideo": [_C, _C, _L], "HunyuanVideo15SuperResolution": [_C, _C, _L],
+    "EmptyHunyuanVideo15Latent": [_L],
     **{variant: [t, "STRING"] for t, variant in VARIANTS.items()},
 }
 
@@ -89,6 +114,14 @@ def is_boundary(class_type: str, in_types, out_types) -> bool:
         return True
     outs = [t for t in (out_types or []) if t]
     return "MODEL" in set(in_types or ()) and "MODEL" in outs and any(t in VARIANTS for t in outs)
+
+
+def is_output_node(info: dict | None, class_type: str) -> bool:
+    """An output node: from a host's /object_info (``output_node``), else the table."""
+    schema = (info or {}).get(class_type)
+    if isinstance(schema, dict) and "output_node" in schema:
+        return schema.get("output_node") is True
+    return class_type in OUTPUT_NODES
 
 
 def output_types_from_info(info: dict | None, class_type: str) -> list[str] | None:

@@ -58,6 +58,7 @@ def flat_nodes(wf: Workflow, ctxs: list, info: dict | None = None) -> dict:
         outs = n.get("outputs") or []
         fn.out_types = [o.get("type") if isinstance(o.get("type"), str) else None for o in outs]
         fn.out_names = [str(o.get("name") or "") for o in outs]
+        fn.output_node = nt.is_output_node(info, n["type"])
         vals = n.get("widgets_values")
         if nt.is_wrapper(n["type"]) and isinstance(vals, list) and vals:
             fn.slot_literal = vals[0]

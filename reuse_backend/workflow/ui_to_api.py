@@ -27,7 +27,9 @@ def widget_layout(schema: dict, values: list | None = None) -> list:
     sends them (``format.codec``): which option is selected is read from ``values``; without
     them (or for a value that selects no option) the option's widgets are not in the layout.
     An input marked hidden still has its widget (frontend 1.49.6 saves SaveVideo's hidden
-    ``codec`` as a fourth value after ``format.codec``; files saved before it have three)."""
+    ``codec`` as a fourth value after ``format.codec``; files saved before it have three). A
+    multi-type input (``io.MultiType``: type "FLOAT,INT") has the widget of its ``widgetType``; a
+    ``seed`` inside a dynamic combo's option has no control_after_generate widget."""
     return [name for name, _ in widget_specs(schema, values)]
 
 
@@ -50,6 +52,8 @@ def _walk(inp: dict, order: dict, values: list | None, prefix: str, entries: lis
             opts = spec[1] if len(spec) > 1 and isinstance(spec[1], dict) else {}
             if opts.get("forceInput"):
                 continue
+            if isinstance(t, str) and "," in t and opts.get("widgetType"):
+                t = opts["widgetType"]        # a multi-type input ("FLOAT,INT") shows its widget type
             if t == DYNAMIC_COMBO:
                 at = len(entries)
                 entries.append((prefix + name, spec))
@@ -62,8 +66,10 @@ def _walk(inp: dict, order: dict, values: list | None, prefix: str, entries: lis
             if t not in WIDGET_TYPES:
                 continue
             entries.append((prefix + name, spec))
+            # a seed inside a dynamic combo's option (TextGenerate's sampling_mode.seed) has no
+            # control widget: the templates save none there
             if t in ("INT", "COMBO") and opts.get("control_after_generate",
-                                                  t == "INT" and name in ("seed", "noise_seed")):
+                                                  t == "INT" and not prefix and name in ("seed", "noise_seed")):
                 entries.append((None, None))
             if opts.get("image_upload"):
                 entries.append((None, None))

@@ -19,6 +19,7 @@ from .newer_nodes import NEWER_NODES
 from .prompt_nodes import PROMPT_NODES
 from .standins import NODES, register_routes
 from .talk_probe import TALK_PROBE_NODES
+from .video_family_standins import VIDEO_FAMILY_NODES
 
 _log = logging.getLogger("seedreuse.test")
 
@@ -27,7 +28,7 @@ class SeedReuseTestExtension(ComfyExtension):
     @override
     async def get_node_list(self) -> list[type[io.ComfyNode]]:
         return (list(NODES) + list(FAMILY_NODES) + list(NEWER_NODES) + list(FLOOR_NODES) + list(TALK_PROBE_NODES)
-                + list(PROMPT_NODES) + list(IMAGE_FAMILY_NODES))
+                + list(PROMPT_NODES) + list(IMAGE_FAMILY_NODES) + list(VIDEO_FAMILY_NODES))
 
 
 _routes_done = False

@@ -25,7 +25,7 @@ from comfy_api.latest import io
 _COUNTS: Counter = Counter()
 _COUNTS_LOCK = threading.Lock()
 
-COUNTER_NAMES = ("text_loader", "text_encode", "clip_vision_loader", "clip_vision_encode",
+COUNTER_NAMES = ("text_loader", "text_encode", "text_generate", "clip_vision_loader", "clip_vision_encode",
                  "audio_loader", "audio_encode", "sine_audio", "fail", "slow", "inspect", "sink",
                  "wildcard", "llm_loader", "llm_generate", "volatile")
 
@@ -375,6 +375,8 @@ def describe(v, depth: int = 0):
         return {"type": "dict", "items": {str(k): describe(x, depth + 1) for k, x in v.items()}}
     if isinstance(v, (list, tuple)):
         return {"type": type(v).__name__, "items": [describe(x, depth + 1) for x in v]}
+    if getattr(v, "is_nested", False) is True and isinstance(getattr(v, "tensors", None), list):
+        return {"type": "NestedTensor", "items": [describe(x, depth + 1) for x in v.tensors]}
     if isinstance(v, comfy.clip_vision.Output):
         return {"type": "comfy.clip_vision.Output",
                 "items": {k: describe(x, depth + 1) for k, x in vars(v).items()}}

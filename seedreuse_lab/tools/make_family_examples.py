@@ -29,7 +29,7 @@ from pathlib import Path
 from .. import family_graphs as fg
 from .. import family_models as fm
 from .. import tiny_models as tm
-from . import example_files, portable_examples
+from . import example_files, portable_examples, video_examples
 
 REPO = Path(__file__).resolve().parents[2]
 OUT = REPO / "example_workflows"
@@ -232,16 +232,27 @@ def _spec(object_info: dict, class_type: str) -> dict:
     raise KeyError(f"no node spec for {class_type}")
 
 
-def _input_specs(spec: dict):
-    """[(name, type, options, optional, choices)] in the host's input order (hidden left out)."""
+def _input_specs(spec: dict, values: dict | None = None, prefix: str = ""):
+    """[(name, type, options, optional, choices)] in the host's input order (hidden left out). A
+    dynamic combo (0.33's io.DynamicCombo) is followed by the inputs of the option ``values``
+    selects, named ``<combo>.<input>`` as the API sends them; a multi-type input ("FLOAT,INT")
+    has its widget's type."""
     out = []
     for section in ("required", "optional"):
-        specs = spec["input"].get(section) or {}
+        specs = spec.get("input", {}).get(section) or {}
         for name in (spec.get("input_order") or {}).get(section, list(specs)):
             s = specs[name]
             opts = dict(s[1]) if len(s) > 1 and isinstance(s[1], dict) else {}
             choices = s[0] if isinstance(s[0], list) else opts.get("options")
-            out.append((name, "COMBO" if isinstance(s[0], list) else s[0], opts, section == "optional", choices))
+            t = "COMBO" if isinstance(s[0], list) else s[0]
+            if isinstance(t, str) and "," in t and opts.get("widgetType"):
+                opts["slot_type"], t = t, opts["widgetType"]     # the canvas keeps "FLOAT,INT" on the slot
+            out.append((prefix + name, t, opts, section == "optional", choices))
+            if t == "COMFY_DYNAMICCOMBO_V3":
+                chosen = (values or {}).get(prefix + name, opts.get("default"))
+                option = next((o for o in choices or [] if isinstance(o, dict) and o.get("key") == chosen), None)
+                if option is not None:
+                    out += _input_specs({"input": option.get("inputs") or {}}, values, f"{prefix}{name}.")
     return out
 
 
@@ -292,7 +303,7 @@ def to_ui(name: str, prompt: dict, note: str, object_info: dict) -> dict:
         node, ui = prompt[nid], nodes[nid]
         ct = node["class_type"]
         spec = _spec(object_info, ct)
-        specs = _input_specs(spec)
+        specs = _input_specs(spec, node["inputs"])
         unknown = set(node["inputs"]) - {s[0] for s in specs}
         if unknown:
             raise KeyError(f"{name}: {ct} has no inputs {sorted(unknown)}")
@@ -312,9 +323,13 @@ def to_ui(name: str, prompt: dict, note: str, object_info: dict) -> dict:
             value = node["inputs"].get(iname)
             linked = _is_link(value)
             shown = opts.get("default") if linked or value is None else value
-            if shown is None and t == "COMBO":
+            if shown is None and t in ("COMBO", "COMFY_DYNAMICCOMBO_V3"):
                 shown = (choices or [None])[0]
-            slot = {"localized_name": iname, "name": iname, "type": t, "widget": {"name": iname}, "link": None}
+                shown = shown.get("key") if isinstance(shown, dict) else shown
+            if shown is None and t == "STRING":
+                shown = ""                 # a linked text widget without a default: the canvas saves ""
+            slot = {"localized_name": iname, "name": iname, "type": opts.get("slot_type", t), "widget": {"name": iname},
+                    "link": None}
             if optional:
                 slot["shape"] = 7
             slots.append((slot, value if linked else None))
@@ -329,7 +344,7 @@ def to_ui(name: str, prompt: dict, note: str, object_info: dict) -> dict:
                 slots.append(({"localized_name": "choose file to upload", "name": "upload", "type": "AUDIOUPLOAD",
                                "widget": {"name": "upload"}, "link": None}, None))
             if t in ("INT", "COMBO") and opts.get("control_after_generate",
-                                                  t == "INT" and iname in ("seed", "noise_seed")):
+                                                  t == "INT" and iname in ("seed", "noise_seed")):   # not "x.seed"
                 fixed = linked or (iname == "noise_seed" and node["inputs"].get("add_noise") == "disable")
                 values.append("fixed" if fixed else "randomize")
             if opts.get("image_upload"):
@@ -412,7 +427,8 @@ TITLES = {"wan22_two_expert_reuse": "Wan 2.2 two experts, reuse the text encodin
           "qwen_image_t2i_reuse": "Qwen-Image text to image, reuse the text encoding",
           "qwen_image_edit_reuse": "Qwen-Image-Edit, reuse prompt and image encodings",
           "infinitetalk_segment_reuse": "InfiniteTalk long video, keep the first N segments",
-          "zimage_turbo_reuse": "Z-Image Turbo, reuse the text encoding"}
+          "zimage_turbo_reuse": "Z-Image Turbo, reuse the text encoding",
+          **video_examples.TITLES}
 FILES = example_files.file_names(TITLES)   # id -> (UI file, thumbnail, API twin)
 
 
@@ -457,10 +473,14 @@ def render_thumbnail(ui: dict, title: str, path: Path, size=(512, 512)) -> None:
 
 
 def build_examples(object_info: dict) -> dict[str, tuple[dict, dict]]:
-    """name -> (UI workflow, API-format prompt)."""
+    """name -> (UI workflow, API-format prompt); the video families' examples only on a host that
+    has their nodes (video_examples.py)."""
     info = portable_examples.saved_object_info(object_info)
+    video = video_examples.graphs(object_info)
+    if video:
+        MODEL_URLS.update({k: v for k, v in video_examples.model_urls().items() if k not in MODEL_URLS})
     out = {}
-    for name, (api, note) in example_graphs().items():
+    for name, (api, note) in {**example_graphs(), **video}.items():
         api = portable_examples.without_newer_inputs(api)
         out[name] = (to_ui(name, api, note, info), portable_examples.with_newer_inputs(api))
     return out

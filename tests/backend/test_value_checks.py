@@ -29,6 +29,23 @@ adapters.attribute_adapter(FakeClipVisionOutput, "test.value_checks.ClipVisionOu
                            ["last_hidden_state", "image_embeds", "penultimate_hidden_states", "mm_projected"])
 
 
+class FakeNestedTensor:           # stands in for comfy.nested_tensor.NestedTensor (LTX-2 / MiniMax H3 AV latents)
+    def __init__(self, tensors):
+        self.tensors = list(tensors)
+        self.is_nested = True
+
+
+adapters.register_adapter(FakeNestedTensor, "test.value_checks.NestedTensor", lambda o: {"tensors": list(o.tensors)},
+                          lambda f: FakeNestedTensor(f["tensors"]))
+
+
+def av_latent(video=None, audio=None):
+    """LTXVConcatAVLatent's output: video [B, 128, T, H, W] and audio [B, 8, T, 16] in one nested tensor."""
+    return {"samples": FakeNestedTensor([torch.randn(1, 128, 2, 1, 1) if video is None else video,
+                                         torch.randn(1, 8, 9, 16) if audio is None else audio]),
+            "noise_mask": FakeNestedTensor([torch.ones(1, 1, 2, 1, 1), torch.ones(1, 1, 9, 1)])}
+
+
 def clip_vision(b=1):
     out = FakeClipVisionOutput()
     out.last_hidden_state = torch.randn(b, 257, 32)
@@ -55,6 +72,7 @@ GOOD = [
     ("LATENT", {"samples": torch.randn(1, 16, 3, 8, 8)}),
     ("LATENT", {"samples": torch.randn(1, 4, 8, 8), "batch_index": [0]}),
     ("LATENT", {"samples": torch.randn(1, 64, 100)}),                 # an audio latent
+    ("LATENT", av_latent()),                                          # an audio-video latent (nested tensor)
     ("IMAGE", torch.rand(1, 64, 64, 3)),
     ("IMAGE", torch.rand(2, 8, 8, 4, dtype=torch.float16)),
     ("CLIP_VISION_OUTPUT", clip_vision()),
@@ -93,6 +111,11 @@ BAD = [
     ("no-dict", "CONDITIONING", [[torch.randn(1, 4, 8), None]], "value[0][1]", "NoneType"),
     ("latent-no-samples", "LATENT", {"x": torch.randn(1, 4, 8, 8)}, "value", "keys ['x']"),
     ("latent-int", "LATENT", {"samples": torch.zeros(1, 4, 8, 8, dtype=torch.uint8)}, "value['samples']", "uint8"),
+    ("av-latent-nan", "LATENT", av_latent(audio=torch.full((1, 8, 9, 16), float("nan"))),
+     "value['samples'].tensors[1]", "NaN"),
+    ("av-latent-int", "LATENT", av_latent(video=torch.zeros(1, 128, 2, 1, 1, dtype=torch.int32)),
+     "value['samples'].tensors[0]", "int32"),
+    ("av-latent-empty", "LATENT", {"samples": FakeNestedTensor([])}, "value['samples']", "fields ['tensors']"),
     ("image-5ch", "IMAGE", torch.rand(1, 8, 8, 5), "value", "[1, 8, 8, 5]"),
     ("image-3d", "IMAGE", torch.rand(8, 8, 3), "value", "[8, 8, 3]"),
     ("clip-vision-dict", "CLIP_VISION_OUTPUT", {"last_hidden_state": torch.randn(1, 4, 8)}, "value", "dict"),

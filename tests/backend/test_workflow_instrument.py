@@ -15,7 +15,10 @@ from reuse_backend.workflow.limits import WorkflowTooLargeError
 from reuse_backend.workflow.ui_to_api import convert, widget_layout
 
 TEMPLATES = ["text_to_video_wan", "image_to_video_wan", "video_wan2_2_14B_t2v", "video_wan2_2_14B_i2v",
-             "video_wan2_2_5B_ti2v", "image_qwen_image", "image_qwen_image_edit", "video_wan2_1_infinitetalk"]
+             "video_wan2_2_5B_ti2v", "image_qwen_image", "image_qwen_image_edit", "video_wan2_1_infinitetalk",
+             # the video families of ComfyUI 0.33 (tests/families/test_ltx2.py, test_minimax_h3.py, test_hunyuan15.py)
+             "video_ltx2_3_t2v", "video_ltx2_3_i2v", "video_minimax_h3_i2v", "video_minimax_h3_t2v",
+             "video_minimax_h3_r2v", "video_hunyuan_video_1.5_720p_i2v", "video_hunyuan_video_1.5_720p_t2v"]
 
 
 class G:
@@ -233,6 +236,114 @@ def test_seeded_prompt_node_is_wrapped_a_sampled_value_is_not_guider_and_model_p
     assert any(n["node"] == "5" and "patches the model" in n["reason"] for n in rep["not_wrapped"])
 
 
+def test_prompt_enhancer_text_is_wrapped_before_the_output_node_that_shows_it():
+    """A language model's text read by an output node (PreviewAny shows the enhanced prompt) runs
+    on every request unless wrapped (STRING variant); the same text of a plain primitive is not, nor
+    is an encoded image an output node previews."""
+    g = G()
+    g.node(1, "CLIPLoader", outs=["CLIP"])
+    g.node(2, "PrimitiveStringMultiline", outs=["STRING"], widgets=["a cat"])
+    g.node(3, "TextGenerate", ins=[("clip", "CLIP"), ("prompt", "STRING")], outs=["STRING"])
+    g.node(4, "PreviewAny", ins=[("source", "STRING")])
+    g.node(5, "PreviewAny", ins=[("source", "STRING")])
+    g.node(6, "CLIPTextEncode", ins=[("clip", "CLIP"), ("text", "STRING")], outs=["CONDITIONING"])
+    g.node(7, "UNETLoader", outs=["MODEL"]).node(8, "EmptyLatentImage", outs=["LATENT"])
+    g.node(9, "KSampler", ins=[("model", "MODEL"), ("positive", "CONDITIONING"), ("negative", "CONDITIONING"),
+                               ("latent_image", "LATENT")], outs=["LATENT"], widgets=[1, "fixed", 2, 1.0, "euler", "simple", 1.0])
+    # a preview of an image an encoder made (a VAE round trip) is not a language model's text: left as it is
+    g.node(10, "VAELoader", outs=["VAE"]).node(11, "LoadImage", outs=["IMAGE", "MASK"], widgets=["x.png", "image"])
+    g.node(12, "VAEEncode", ins=[("pixels", "IMAGE"), ("vae", "VAE")], outs=["LATENT"])
+    g.node(13, "VAEDecode", ins=[("samples", "LATENT"), ("vae", "VAE")], outs=["IMAGE"])
+    g.node(14, "PreviewImage", ins=[("images", "IMAGE")])
+    g.link(1, 1, 0, 3, 0).link(2, 2, 0, 3, 1).link(3, 3, 0, 4, 0).link(4, 2, 0, 5, 0).link(5, 1, 0, 6, 0)
+    g.link(6, 3, 0, 6, 1).link(7, 7, 0, 9, 0).link(8, 6, 0, 9, 1).link(9, 6, 0, 9, 2).link(10, 8, 0, 9, 3)
+    g.link(11, 11, 0, 12, 0).link(12, 10, 0, 12, 1).link(13, 12, 0, 13, 0).link(14, 10, 0, 13, 1).link(15, 13, 0, 14, 0)
+    g.doc.update(last_node_id=14, last_link_id=15)
+    _, rep = instrument(g.doc)
+    wrapped = {w["slot"]: w for w in rep["wrapped"]}
+    assert set(wrapped) == {"generated_text", "positive"}, rep["wrapped"]
+    text = wrapped["generated_text"]
+    assert (text["variant"], text["type"], text["producer"]["node"]) == ("SeedReuseEncodeText", "STRING", "3")
+    assert [c["input"] for c in text["consumers"]] == ["source"] and text["consumers"][0]["node"] != "5"
+    assert rep["not_wrapped"] == []
+
+
+def test_encoder_after_a_sampler_that_encodes_its_own_media_is_reported():
+    """LTXVImgToVideoInplace in an upscale pass VAE-encodes the start image again into the sampled
+    latent on every request: reported; VAEDecode of the sample encodes nothing of its own."""
+    g = G()
+    g.node(1, "VAELoader", outs=["VAE"]).node(2, "LoadImage", outs=["IMAGE", "MASK"], widgets=["x.png", "image"])
+    g.node(3, "UNETLoader", outs=["MODEL"]).node(4, "EmptyLatentImage", outs=["LATENT"])
+    g.node(5, "KSampler", ins=[("model", "MODEL"), ("latent_image", "LATENT")], outs=["LATENT"],
+           widgets=[1, "fixed", 2, 1.0, "euler", "simple", 1.0])
+    g.node(6, "LTXVImgToVideoInplace", ins=[("vae", "VAE"), ("image", "IMAGE"), ("latent", "LATENT")], outs=["LATENT"])
+    g.node(7, "VAEDecode", ins=[("samples", "LATENT"), ("vae", "VAE")], outs=["IMAGE"])
+    g.link(1, 3, 0, 5, 0).link(2, 4, 0, 5, 1).link(3, 1, 0, 6, 0).link(4, 2, 0, 6, 1).link(5, 5, 0, 6, 2)
+    g.link(6, 6, 0, 7, 0).link(7, 1, 0, 7, 1)
+    g.doc.update(last_node_id=7, last_link_id=7)
+    _, rep = instrument(g.doc)
+    assert rep["wrapped"] == []
+    assert [(n["node"], n["class_type"]) for n in rep["not_wrapped"]] == [("6", "LTXVImgToVideoInplace")]
+    assert "image" in rep["not_wrapped"][0]["reason"] and "VAE" in rep["not_wrapped"][0]["reason"]
+
+
+@pytest.mark.parametrize("name, want", [
+    ("video_ltx2_3_t2v", {"generated_text": "ComfySwitchNode", "positive": "LTXVConditioning",
+                          "negative": "LTXVConditioning", "latent_image": "LTXVConcatAVLatent"}),
+    ("video_ltx2_3_i2v", {"generated_text": "ComfySwitchNode", "positive": "LTXVConditioning",
+                          "negative": "LTXVConditioning", "latent_image": "LTXVConcatAVLatent"}),
+    ("video_minimax_h3_i2v", {"positive": "MiniMaxH3ImageToVideo", "latent_image": "MiniMaxH3ImageToVideo"}),
+    ("video_minimax_h3_t2v", {"positive": "MiniMaxH3ImageToVideo", "latent_image": "MiniMaxH3ImageToVideo"}),
+    ("video_minimax_h3_r2v", {"positive": "MiniMaxH3ReferenceToVideo", "latent_image": "MiniMaxH3ReferenceToVideo"}),
+    ("video_hunyuan_video_1.5_720p_t2v", {"positive": "CLIPTextEncode", "negative": "CLIPTextEncode"}),
+    ("video_hunyuan_video_1.5_720p_i2v", {"positive": "HunyuanVideo15ImageToVideo", "negative": "HunyuanVideo15ImageToVideo",
+                                          "latent_image": "HunyuanVideo15ImageToVideo"}),
+])
+def test_video_family_templates_wrap_their_encoders(name, want):
+    """The official LTX-2.3 / MiniMax H3 / HunyuanVideo 1.5 templates: every encoder a user expects
+    reused is wrapped (the prompt enhancer's text before the PreviewAny that shows it; the
+    combined image-to-video nodes' outputs, which cover their text and image encodes), and the
+    LTX-2.3 upscale pass's own VAE encode of the start image is reported."""
+    doc = _template(name)
+    _, rep = instrument(doc, name_hint=name)
+    assert {w["slot"]: w["producer"]["class_type"] for w in rep["wrapped"]} == want
+    if "generated_text" in want:
+        w = next(w for w in rep["wrapped"] if w["slot"] == "generated_text")
+        assert w["variant"] == "SeedReuseEncodeText" and len(w["consumers"]) == 1     # the PreviewAny
+    reported = [(n["class_type"], "image" in n["reason"]) for n in rep["not_wrapped"]]
+    assert reported == ([("LTXVImgToVideoInplace", True)] if name.startswith("video_ltx2_3") else []), rep["not_wrapped"]
+    # API format (no types in the prompt): the switch's match-type output is typed by what is
+    # linked to it, as the canvas types it, so the text is wrapped at the switch here too
+    if name == "video_ltx2_3_t2v":
+        api, _ = convert(doc, {})
+        _, arep = instrument(api, name_hint=name)
+        assert {w["slot"]: w["producer"]["class_type"] for w in arep["wrapped"]} == want
+        text = next(w for w in arep["wrapped"] if w["type"] == "STRING")
+        assert [api[c["node"]]["class_type"] for c in text["consumers"]] == ["PreviewAny"]
+
+
+def test_a_switch_output_is_typed_by_what_is_linked_to_it():
+    """ComfySwitchNode's output is a match type in /object_info: an API prompt's switch of two
+    conditionings is wrapped at the switch, as the canvas (which types the link) does."""
+    info = {"ComfySwitchNode": {"input": {"required": {"switch": ["BOOLEAN", {}],
+                                                       "on_false": ["COMFY_MATCHTYPE_V3", {"lazy": True}],
+                                                       "on_true": ["COMFY_MATCHTYPE_V3", {"lazy": True}]}},
+                                "output": ["COMFY_MATCHTYPE_V3"], "output_name": ["output"]}}
+    api = {"1": {"class_type": "CLIPLoader", "inputs": {"clip_name": "t.safetensors", "type": "wan"}},
+           "2": {"class_type": "CLIPTextEncode", "inputs": {"clip": ["1", 0], "text": "a"}},
+           "3": {"class_type": "CLIPTextEncode", "inputs": {"clip": ["1", 0], "text": "b"}},
+           "4": {"class_type": "ComfySwitchNode", "inputs": {"switch": True, "on_false": ["2", 0], "on_true": ["3", 0]}},
+           "5": {"class_type": "UNETLoader", "inputs": {"unet_name": "m.safetensors", "weight_dtype": "default"}},
+           "6": {"class_type": "EmptyLatentImage", "inputs": {"width": 64, "height": 64, "batch_size": 1}},
+           "7": {"class_type": "KSampler", "inputs": {"model": ["5", 0], "positive": ["4", 0], "negative": ["2", 0],
+                                                      "latent_image": ["6", 0], "seed": 1, "steps": 2, "cfg": 1.0,
+                                                      "sampler_name": "euler", "scheduler": "simple", "denoise": 1.0}}}
+    for object_info in (info, None):
+        _, rep = instrument(api, object_info=object_info)
+        assert sorted((w["producer"]["node"], w["type"]) for w in rep["wrapped"]) == \
+            [("2", "CONDITIONING"), ("4", "CONDITIONING")], (object_info is None, rep["wrapped"])
+
+
 def test_api_format():
     api = {"1": {"class_type": "CLIPLoader", "inputs": {"clip_name": "t.safetensors", "type": "wan"}},
            "2": {"class_type": "CLIPTextEncode", "inputs": {"clip": ["1", 0], "text": "a"}},
@@ -347,7 +458,7 @@ def test_official_templates_are_idempotent_and_wrap_the_widest_point(name):
     import comfyui_workflow_templates_json as pkg       # requirements-test.txt
     doc = json.loads((importlib.resources.files(pkg) / "templates" / f"{name}.json").read_text(encoding="utf-8"))
     new, rep = instrument(doc, name_hint=name)
-    assert rep["changed"] and rep["cache_name"] == name
+    assert rep["changed"] and rep["cache_name"] == name.replace(".", "-")   # cache names have no dots
     again, rep2 = instrument(new, name_hint=name)
     assert again == new and not rep2["changed"]
     producers = {w["producer"]["class_type"] for w in rep["wrapped"]}
@@ -536,3 +647,33 @@ def test_convert_fills_widgets_the_file_predates_with_defaults(values, problem):
     assert bool(problems) is problem, problems
     assert api["7"]["inputs"] == {"upscale_method": "area", "megapixels": 0.5,
                                   "resolution_steps": values[2] if len(values) > 2 else 1}
+
+
+# 0.33's TextGenerate / TextGenerateLTX2Prompt: a seed inside the sampling_mode dynamic combo (no
+# control widget in any official template), and LTXVEmptyLatentAudio's multi-type frame_rate
+_TEXT_GENERATE = {"input": {
+    "required": {"clip": ["CLIP", {}], "prompt": ["STRING", {"default": ""}], "max_length": ["INT", {"default": 512}],
+                 "sampling_mode": ["COMFY_DYNAMICCOMBO_V3", {"options": [
+                     {"key": "on", "inputs": {"required": {"temperature": ["FLOAT", {"default": 0.7}],
+                                                           "seed": ["INT", {"default": 0}]},
+                                              "optional": {"presence_penalty": ["FLOAT", {"default": 0.0}]}}},
+                     {"key": "off", "inputs": {"required": {}}}]}]},
+    "optional": {"image": ["IMAGE", {}], "thinking": ["BOOLEAN", {"default": False}]}},
+    "input_order": {"required": ["clip", "prompt", "max_length", "sampling_mode"], "optional": ["image", "thinking"]}}
+_EMPTY_AUDIO = {"input": {"required": {
+    "frames_number": ["INT", {"default": 97}], "frame_rate": ["FLOAT,INT", {"default": 25.0, "widgetType": "FLOAT"}],
+    "batch_size": ["INT", {"default": 1}], "audio_vae": ["VAE", {}]}},
+    "input_order": {"required": ["frames_number", "frame_rate", "batch_size", "audio_vae"]}}
+
+
+def test_convert_maps_a_seed_inside_a_dynamic_combo_and_a_multi_type_widget():
+    ui = {"nodes": [{"id": 3, "type": "TextGenerateLTX2Prompt", "mode": 0, "inputs": [], "outputs": [],
+                     "widgets_values": ["", 2048, "on", 0.7, 7, 0.0, True]},
+                    {"id": 4, "type": "LTXVEmptyLatentAudio", "mode": 0, "inputs": [], "outputs": [],
+                     "widgets_values": [97, 25, 1]}], "links": []}
+    api, problems = convert(ui, {"TextGenerateLTX2Prompt": _TEXT_GENERATE, "LTXVEmptyLatentAudio": _EMPTY_AUDIO})
+    assert problems == []
+    assert api["3"]["inputs"] == {"prompt": "", "max_length": 2048, "sampling_mode": "on",
+                                  "sampling_mode.temperature": 0.7, "sampling_mode.seed": 7,
+                                  "sampling_mode.presence_penalty": 0.0, "thinking": True}
+    assert api["4"]["inputs"] == {"frames_number": 97, "frame_rate": 25, "batch_size": 1}

@@ -14,7 +14,7 @@ import sys
 
 import pytest
 
-from seedreuse_lab import encoder_models, family_models, infinitetalk_models
+from seedreuse_lab import encoder_models, family_models, infinitetalk_models, video_family_models
 from seedreuse_lab.worker import WorkerGroup
 
 
@@ -22,11 +22,13 @@ from seedreuse_lab.worker import WorkerGroup
 def family_models_dir(tiny_models, tmp_path_factory):
     """Tiny models + family models + the full-size CLIP vision ViT-H and wav2vec2 base that the
     InfiniteTalk graphs load through the stock nodes (+ on a host with the stock
-    WanInfiniteTalkToVideo, the tiny MultiTalk patch and its Wan 2.1 I2V)."""
+    WanInfiniteTalkToVideo, the tiny MultiTalk patch and its Wan 2.1 I2V; on a host with the video
+    families' nodes, their models: seedreuse_lab/video_family_models.py)."""
     fam = family_models.ensure_family_models()
     d = family_models.models_dir_with_families(tiny_models, fam, tmp_path_factory.mktemp("family-models"))
     infinitetalk_models.link_if_host_has_them(d)
     family_models.link_image_families_if_host_has_them(d)     # Z-Image, Flux, SDXL, SD3.5, ACE-Step (0.33)
+    video_family_models.link_if_host_has_them(d)      # LTX-2, MiniMax H3, HunyuanVideo 1.5 (0.33)
     return encoder_models.link_encoders(encoder_models.ensure_encoder_models(), d)
 
 

@@ -20,9 +20,11 @@ from pathlib import Path
 
 import pytest
 
-from seedreuse_lab import graphs, image_templates
+from seedreuse_lab import graphs, host, image_templates
 from seedreuse_lab import official_templates as ot
+from seedreuse_lab import video_family_graphs as vg
 from seedreuse_lab.tools import make_family_examples as mfe
+from seedreuse_lab.tools import video_examples
 
 from ._common import slot_events
 from ._template_run import require_image_families
@@ -33,7 +35,9 @@ pytestmark = pytest.mark.comfy
 def test_family_examples_are_up_to_date(family_workers):
     a, _, _ = family_workers
     built = mfe.build_examples(a.object_info())
-    assert set(built) == set(mfe.TITLES)
+    # the video families' examples need their nodes (ComfyUI 0.33): a host whose source has them builds them
+    video = set(video_examples.TITLES) if host.has_video_families() else set()
+    assert set(built) == set(mfe.TITLES) - set(video_examples.TITLES) | video
     stale = []
     for name, (ui, api) in built.items():
         ui_file, thumb, api_file = mfe.FILES[name]
@@ -62,13 +66,18 @@ RUN_SPECS = {"wan22_two_expert_reuse": ot.TEMPLATES["video_wan2_2_14B_t2v"],
 # examples of the image families (their models need ComfyUI 0.33): example id -> the official
 # template whose test-host substitutions (seedreuse_lab/image_templates.py) it takes
 IMAGE_RUN_SPECS = {"zimage_turbo_reuse": "image_z_image_turbo"}
+# the video families' examples (ComfyUI 0.33) meet the test host as their official templates do
+# (seedreuse_lab/video_family_graphs.py)
+VIDEO_RUN_SPECS = set(video_examples.TITLES)
 # a segment example's loop, reduced: segments of F frames joined by M (the InfiniteTalk node's
 # motion_frame_count, which for_test_host sets to 1) over TOTAL frames of speech: 3 segments
 F, M, TOTAL = 5, 1, 13
 
 
 def _reduced(api: dict, name: str, seed: int, cache: str, stock_talk: bool, **session) -> dict:
-    if name in IMAGE_RUN_SPECS:
+    if name in VIDEO_RUN_SPECS:
+        p = vg.for_test_host(api, seed=seed, prefix=f"ex_{name}")
+    elif name in IMAGE_RUN_SPECS:
         p = image_templates.for_test_host(api, IMAGE_RUN_SPECS[name], seed=seed, prefix=f"ex_{name}")
     else:
         p = ot.for_test_host(api, RUN_SPECS[name], seed=seed, prefix=f"ex_{name}", stock_talk=stock_talk)
@@ -85,7 +94,7 @@ def _reduced(api: dict, name: str, seed: int, cache: str, stock_talk: bool, **se
 
 
 def test_run_specs_cover_every_family_example():
-    assert set(RUN_SPECS) | set(IMAGE_RUN_SPECS) == set(mfe.TITLES)
+    assert set(RUN_SPECS) | set(IMAGE_RUN_SPECS) | VIDEO_RUN_SPECS == set(mfe.TITLES)
 
 
 @pytest.mark.parametrize("name", sorted(mfe.TITLES))
@@ -96,7 +105,10 @@ def test_shipped_example_runs_end_to_end(ab, name):
     a, _, root = ab
     if name in IMAGE_RUN_SPECS:
         require_image_families()
+    if name in VIDEO_RUN_SPECS and not host.has_video_families():
+        pytest.skip(f"ComfyUI {host.comfyui_version()} has no LTX-2 / MiniMax H3 nodes: the example is for 0.33")
     graphs.write_test_image(Path(a.input_dir) / ot.IMAGE, 64, 64, seed=5)
+    graphs.write_test_image(Path(a.input_dir) / vg.IMAGE, 64, 64, seed=5)
     api = json.loads(mfe.OUT.joinpath(mfe.FILES[name][2]).read_text())
     stock_talk = ot.stock_talk_on(a.object_info())
     cache = f"ex-{name}-{uuid.uuid4().hex[:6]}"
