@@ -6,17 +6,19 @@ after loading, and after what grows it later:
 
 - LiteGraph canvas: the saved size, or the size the node computes (a DOM widget's minimum:
   Segment Loop Start's timeline grows it from the saved 402 to 492 on frontend 1.58.1);
-- Vue nodes ("Nodes 2.0"): at least the saved size, or what its rows need: one row per socket
-  pair, a taller one per widget (one more for a stock node whose widgets grew on a newer host:
-  portable_examples.py), the badge row of a custom node (the host's source badge), the footer of
-  a stock node (the frontend's "missing model" and "show advanced" bars), the timeline;
+- Vue nodes ("Nodes 2.0"): at least the saved size and a border, more for a node that shows an
+  uploaded image (frontend 1.32.9 draws the preview below the widgets), or what its rows need: one
+  row per socket pair, a taller one per widget (the audio player too; one more for a stock node
+  whose widgets grew on a newer host: portable_examples.py), the badge row of a custom node (the
+  host's source badge), the footer of a stock node (the frontend's "missing model" and "show
+  advanced" bars), the timeline;
 - the pack's badges: a reuse node's badge lines that do not fit beside each other take lines of
   their own (web/seedreuse.css: up to two more in a Vue node; on the canvas they stack above the
   title, inside the gap below the node above).
 
-The row heights are measured on frontend 1.58.1 (tests/browser/test_example_layout.py loads every
-example in both modes and compares the real boxes): an estimate errs on the tall side, and the
-builders keep GAP between boxes. Only the standard library.
+The heights are measured on frontends 1.32.9, 1.49.6 and 1.58.1 (tests/browser/test_frontends.py
+loads every example in both modes and compares the real boxes): an estimate errs on the tall
+side, and the builders keep GAP between boxes. Only the standard library.
 """
 from __future__ import annotations
 
@@ -29,6 +31,8 @@ SOCKET_ROW = 20.0       # a Vue row of sockets (an input beside an output)
 WIDGET_ROW = 32.0       # a Vue widget row (LiteGraph's are 24)
 BADGE_ROW = 34.0        # a Vue custom node's badge row (the host's source badge)
 FOOTER = 54.0           # a Vue stock node's footer bars (missing model, advanced inputs)
+BORDER = 6.0            # what a Vue node adds to its saved size (1.32.9)
+PREVIEW = 70.0          # what 1.32.9's Vue node adds for an uploaded image's preview (LoadImage)
 PACK_LINES = 2          # more lines a reuse node's badges may take in a Vue node (a failed run:
 BADGE_LINE = 28.0       # "failed: …", "fix: …", "next: …"), each this tall
 TIMELINE_H = 162.0      # Segment Loop Start's timeline (web/seedreuse/timeline.js) with its margin
@@ -46,12 +50,14 @@ def _is_reuse(node: dict) -> bool:
 
 def body_height(node: dict) -> float:
     """The node's body (below its title) in the taller mode, with what grows it later."""
-    saved = float(node["size"][1])
+    saved = float(node["size"][1]) + BORDER
     if node.get("type") in NOTES:
         return saved
     inputs = node.get("inputs") or []
+    if any(i.get("type") == "IMAGEUPLOAD" for i in inputs):
+        saved += PREVIEW
     sockets = sum(1 for i in inputs if "widget" not in i)
-    widgets = sum(1 for i in inputs if "widget" in i and i.get("name") not in ("upload", "audioUI"))
+    widgets = sum(1 for i in inputs if "widget" in i and i.get("name") != "upload")
     rows = max(sockets, len(node.get("outputs") or []))
     newer = 1 if node.get("type") in SAVED_SPECS else 0
     vue = PADDING + SOCKET_ROW * rows + WIDGET_ROW * (widgets + newer) + (BADGE_ROW if _is_pack(node) else FOOTER)
