@@ -26,7 +26,7 @@ import urllib.request
 import uuid
 from pathlib import Path
 
-from . import example_files, portable_examples
+from . import example_files, example_layout, portable_examples
 
 HERE = Path(__file__).resolve().parent
 OUT = HERE.parents[1] / "example_workflows"
@@ -61,10 +61,13 @@ VIEW_SCALE, VIEW_AT = 0.8, (80.0, 150.0)
 NOTE_POS, NOTE_SIZE = (0, -580), (1160, 210)   # above the graph (the session's group starts at -330)
 # the segment example: a narrower note with Segment Loop Start (and its timeline) beside it, so
 # the timeline is in view on a 1280x800 window when the workflow opens; the node starts a little
-# lower than the note, so its badges (drawn above its title) clear the canvas' Run toolbar, and
-# ends above the session's group (-330)
+# lower than the note, so its badges (drawn above its title) clear the canvas' Run toolbar, in a
+# column of its own: the Session, its Encode-or-Reuse nodes and the loaders go one column further
+# right (SEG_SLOTS_X), so the node may grow down (its timeline, the Vue node's rows) over nothing.
+# Its saved size is what the timeline makes it on the canvas (492).
 SEG_NOTE_POS, SEG_NOTE_SIZE = (0, -800), (800, 300)
-SEG_START_POS, SEG_START_SIZE = (840, -772), (380, 402)
+SEG_START_POS, SEG_START_SIZE = (840, -772), (380, 492)
+SEG_SLOTS_X = 1260
 # input files: ComfyUI ships input/example.png; speech.wav is example_workflows/inputs/speech.wav
 IMAGE_FILE, AUDIO_FILE = "example.png", "speech.wav"
 # palette of the ComfyUI canvas ("Colors" menu)
@@ -216,6 +219,15 @@ class Workflow:
                            "flags": {}, "order": 0, "mode": 0, "inputs": [], "outputs": [], "title": title,
                            "properties": {}, "widgets_values": [text], "color": YELLOW[0], "bgcolor": YELLOW[1]})
 
+    def view(self, n: Node) -> dict:
+        """The node as example_layout.py reads it (its pos is the node's own list)."""
+        return {"id": n.id, "type": n.type, "pos": n.pos, "size": n.size, "inputs": n.inputs, "outputs": n.outputs}
+
+    def settle(self) -> None:
+        """Moves nodes down until no two meet in either canvas mode (example_layout.py); before
+        the groups and the note are laid out around them."""
+        example_layout.settle([self.view(n) for n in self.nodes])
+
     def link(self, src: Node, output, dst: Node, input_name: str) -> None:
         o = src.out(output)
         t = src.schema["output"][o]
@@ -234,7 +246,7 @@ class Workflow:
         x0 = min(n.pos[0] for n in nodes) - pad
         y0 = min(n.pos[1] for n in nodes) - pad - 40
         x1 = max(n.pos[0] + n.size[0] for n in nodes) + pad
-        y1 = max(n.pos[1] + n.size[1] for n in nodes) + pad
+        y1 = max(n.pos[1] + example_layout.body_height(self.view(n)) for n in nodes) + pad  # as drawn
         self.groups.append({"id": len(self.groups) + 1, "title": title,
                             "bounding": [round(x0), round(y0), round(x1 - x0), round(y1 - y0)],
                             "color": color, "font_size": 24, "flags": {}})
@@ -286,6 +298,9 @@ class Workflow:
         for i, note in enumerate(self.notes):
             nodes.append(dict(note, order=len(self.nodes) + i))
         nodes.sort(key=lambda d: d["id"])
+        met = example_layout.overlaps(nodes, example_layout.GAP)
+        if met:
+            raise ValueError(f"{self.name}: nodes meet (example_layout.py): {met}")
         return {
             "id": str(uuid.uuid5(uuid.NAMESPACE_URL, f"seedreuse/example_workflows/{self.name}")),
             "revision": 0,
@@ -353,15 +368,15 @@ def _encoders(wf, *, clip_vision: bool, positive: str):
     return out
 
 
-def _session(wf, cache_name):
-    return wf.add("SeedReuseSession", (860, -260), color=CYAN, cache_name=cache_name, reuse="auto",
+def _session(wf, cache_name, x: float = 860):
+    return wf.add("SeedReuseSession", (x, -260), color=CYAN, cache_name=cache_name, reuse="auto",
                   reuse_prefix_segments=0)
 
 
-def _text_and_vision_slots(wf, sess, enc, clip_vision: bool):
-    slots = [("Conditioning", (860, 0), "positive", enc["pos"]), ("Conditioning", (860, 220), "negative", enc["neg"])]
+def _text_and_vision_slots(wf, sess, enc, clip_vision: bool, x: float = 860):
+    slots = [("Conditioning", (x, 0), "positive", enc["pos"]), ("Conditioning", (x, 220), "negative", enc["neg"])]
     if clip_vision:
-        slots.append(("ClipVision", (860, 480), "clip_vision", enc["cve"]))
+        slots.append(("ClipVision", (x, 480), "clip_vision", enc["cve"]))
     out = []
     for variant, pos, slot, src in slots:
         r = _reuse(wf, variant, pos, slot, f"Encode or Reuse ({slot})")
@@ -400,6 +415,7 @@ def build_t2v(info) -> Workflow:
     wf.link(vae, 0, dec, "vae")
     wf.link(dec, 0, vid, "images")
     wf.link(vid, 0, save, "video")
+    wf.settle()
     _encoder_group(wf, enc)
     wf.group("SeedReuse", [sess, rpos, rneg], "#8A8")
     wf.group("Sampling (runs every time)", [unet, msd, ks, lat], "#a1309b")
@@ -443,6 +459,7 @@ def build_i2v(info) -> Workflow:
     wf.link(vae, 0, dec, "vae")
     wf.link(dec, 0, vid, "images")
     wf.link(vid, 0, save, "video")
+    wf.settle()
     _encoder_group(wf, enc)
     wf.group("SeedReuse: text and CLIP vision", [sess, rpos, rneg, rcv], "#8A8")
     wf.group("SeedReuse: WanImageToVideo outputs", outer, "#8A8")
@@ -454,11 +471,11 @@ def build_i2v(info) -> Workflow:
 def build_segments(info) -> Workflow:
     wf = Workflow(info, "wan21_i2v_segment_reuse")
     enc = _encoders(wf, clip_vision=True, positive=TALK_POSITIVE)
-    sess = _session(wf, "wan21-i2v-long")
-    rpos, rneg, rcv = _text_and_vision_slots(wf, sess, enc, clip_vision=True)
-    audio = wf.add("LoadAudio", (860, 700), title="Audio (sets the video length)", audio=AUDIO_FILE,
+    sess = _session(wf, "wan21-i2v-long", x=SEG_SLOTS_X)
+    rpos, rneg, rcv = _text_and_vision_slots(wf, sess, enc, clip_vision=True, x=SEG_SLOTS_X)
+    audio = wf.add("LoadAudio", (SEG_SLOTS_X, 700), title="Audio (sets the video length)", audio=AUDIO_FILE,
                    size=(340, 140))
-    vae = wf.add("VAELoader", (860, 880), vae_name="wan_2.1_vae.safetensors")
+    vae = wf.add("VAELoader", (SEG_SLOTS_X, 880), vae_name="wan_2.1_vae.safetensors")
     start = wf.add("SeedReuseSegmentLoopStart", SEG_START_POS, color=CYAN, size=SEG_START_SIZE,
                    segment_frames=81, motion_frames=9, total_frames=0, fps=16.0, seed=20250101,
                    control_after_generate="randomize",
@@ -468,36 +485,37 @@ def build_segments(info) -> Workflow:
     wf.link(sess, 0, start, "session")
     wf.link(enc["img"], 0, start, "initial_frames")
     wf.link(audio, 0, start, "audio")
-    i2v = wf.add("WanImageToVideo", (1700, 200), width=832, height=480, length=81, batch_size=1)
+    i2v = wf.add("WanImageToVideo", (2100, 200), width=832, height=480, length=81, batch_size=1)
     wf.link(rpos, 0, i2v, "positive")
     wf.link(rneg, 0, i2v, "negative")
     wf.link(vae, 0, i2v, "vae")
     wf.link(rcv, 0, i2v, "clip_vision_output")
     wf.link(start, "motion_frames", i2v, "start_image")
     wf.link(start, 3, i2v, "length")
-    unet = wf.add("UNETLoader", (1700, -260), unet_name="wan2.1_i2v_480p_14B_fp16.safetensors",
+    unet = wf.add("UNETLoader", (2100, -260), unet_name="wan2.1_i2v_480p_14B_fp16.safetensors",
                   weight_dtype="default")
-    msd = wf.add("ModelSamplingSD3", (2080, -260), shift=8.0)
-    ks = wf.add("KSampler", (2080, 0), seed=0, control_after_generate="fixed", steps=20, cfg=6.0,
+    msd = wf.add("ModelSamplingSD3", (2480, -260), shift=8.0)
+    ks = wf.add("KSampler", (2480, 0), seed=0, control_after_generate="fixed", steps=20, cfg=6.0,
                 sampler_name="uni_pc", scheduler="simple", denoise=1.0)
     wf.link(unet, 0, msd, "model")
     wf.link(msd, 0, ks, "model")
     wf.link(start, 6, ks, "seed")
     for k, name in enumerate(("positive", "negative", "latent_image")):
         wf.link(i2v, k, ks, name)
-    dec = wf.add("VAEDecode", (2460, 0))
+    dec = wf.add("VAEDecode", (2860, 0))
     wf.link(ks, 0, dec, "samples")
     wf.link(vae, 0, dec, "vae")
-    bsave = wf.add("SeedReuseBoundarySave", (2460, 140), color=CYAN, props={"labels": {0: "segment"}})
+    bsave = wf.add("SeedReuseBoundarySave", (2860, 140), color=CYAN, props={"labels": {0: "segment"}})
     wf.link(start, 0, bsave, "loop")
     wf.link(dec, 0, bsave, "images")
-    end = wf.add("SeedReuseSegmentLoopEnd", (2840, 140), color=CYAN, props={"labels": {0: "segments", 1: "status"}})
+    end = wf.add("SeedReuseSegmentLoopEnd", (3240, 140), color=CYAN, props={"labels": {0: "segments", 1: "status"}})
     wf.link(start, 0, end, "loop")
     wf.link(bsave, 0, end, "segment")
-    merge = wf.add("SeedReusePrefixMerge", (3220, 140), color=CYAN, size=(420, 520),
+    merge = wf.add("SeedReusePrefixMerge", (3620, 140), color=CYAN, size=(420, 520),
                    filename_prefix="video/seedreuse_wan21_i2v_long",
                    props={"labels": {0: "video", 1: "frame_count", 2: "status"}})
     wf.link(end, 0, merge, "segments")
+    wf.settle()
     _encoder_group(wf, enc)
     wf.group("SeedReuse: encoder reuse", [sess, rpos, rneg, rcv], "#8A8")
     wf.group("One segment (the loop runs this body once per segment)", [i2v, ks, dec, bsave], "#a1309b")

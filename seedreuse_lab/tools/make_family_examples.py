@@ -29,7 +29,8 @@ from pathlib import Path
 from .. import family_graphs as fg
 from .. import family_models as fm
 from .. import tiny_models as tm
-from . import example_files, portable_examples, video_examples
+
+from . import example_files, example_layout, portable_examples, video_examples
 
 REPO = Path(__file__).resolve().parents[2]
 OUT = REPO / "example_workflows"
@@ -203,18 +204,20 @@ MODEL_URLS = {   # file -> (folder, url), as the official templates list them
 # 0.6 on), the note's corner near the screen's top-left, the note and the first nodes in view on a
 # 1280x800 window.
 VIEW_SCALE, VIEW_AT = 0.8, (80.0, 150.0)
-NOTE_WIDTH, NOTE_GAP = 1160.0, 60.0   # the note sits above the first nodes, as tall as its text
+NOTE_WIDTH, NOTE_GAP = 1160.0, 80.0   # the note sits above the first nodes, as tall as its text
 # A segment example's Segment Loop Start (its timeline shows the segments before the first run)
 # sits beside a narrower note, above the graph, so the timeline is in view too; BAND_DROP lower
-# than the note's top, so its badges (drawn above its title) clear the canvas' Run toolbar.
+# than the note's top, so its badges (drawn above its title) clear the canvas' Run toolbar. Node
+# heights are those the taller canvas mode draws (example_layout.py), and no two nodes meet.
 BAND_NOTE_WIDTH, BAND_GAP, BAND_DROP = 800.0, 40.0, 40.0
 BANDED = ("SeedReuseSegmentLoopStart",)
 
 
 def note_box(note: str, width: float = NOTE_WIDTH, band: float = 0.0) -> tuple[tuple[float, float], tuple[float, float]]:
     """(pos, size) of the note: its height estimated from the text (about 190 characters a line
-    at the full width), its bottom NOTE_GAP above the graph, or the band's bottom (`band`: the
-    height of the nodes beside the note, from its top) if that is lower."""
+    at the full width), its bottom NOTE_GAP above the graph (the first nodes' bodies start at 0),
+    or the band's bottom (`band`: the height of the nodes beside the note, from its top) if that is
+    lower."""
     per_line = max(40, int(190 * width / NOTE_WIDTH))
     paragraphs = [p for p in note.split("\n\n") if p.strip()]
     lines = sum(-(-len(p) // per_line) for p in paragraphs)
@@ -384,8 +387,9 @@ def to_ui(name: str, prompt: dict, note: str, object_info: dict) -> dict:
     for ui in nodes.values():
         for o in ui["outputs"]:
             o["links"] = o["links"] or None
-    # layout: one column per depth, stacked in id order; order = a topological order. The banded
-    # nodes (Segment Loop Start) go above the graph, right of the note.
+    # layout: one column per depth, stacked in id order, each node example_layout.GAP below the
+    # one above as drawn; order = a topological order. The banded nodes (Segment Loop Start) go
+    # above the graph, right of the note.
     depths = _depths(prompt)
     col_y: dict = {}
     banded = [nid for nid in ids if prompt[nid]["class_type"] in BANDED]
@@ -396,9 +400,9 @@ def to_ui(name: str, prompt: dict, note: str, object_info: dict) -> dict:
         d = depths[nid]
         y = col_y.get(d, 0.0)
         nodes[nid]["pos"] = [float(d * 460), y]
-        col_y[d] = y + nodes[nid]["size"][1] + 50.0
+        col_y[d] = y + example_layout.body_height(nodes[nid]) + example_layout.GAP + example_layout.TITLE_H
     next_id = max(int(n) for n in ids) + 1
-    band_h = BAND_DROP + max((nodes[n]["size"][1] for n in banded), default=0.0)
+    band_h = BAND_DROP + max((example_layout.body_height(nodes[n]) for n in banded), default=0.0)
     note_pos, note_size = note_box(note, BAND_NOTE_WIDTH, band_h) if banded else note_box(note)
     x = note_size[0] + BAND_GAP
     for nid in banded:
@@ -409,6 +413,9 @@ def to_ui(name: str, prompt: dict, note: str, object_info: dict) -> dict:
                  "properties": {}, "widgets_values": [note], "color": YELLOW[0], "bgcolor": YELLOW[1]}
     out_nodes = [nodes[n] for n in ids] + [note_node]
     out_nodes.sort(key=lambda d: d["id"])
+    met = example_layout.overlaps(out_nodes, example_layout.GAP)
+    if met:
+        raise ValueError(f"{name}: nodes meet (example_layout.py): {met}")
     return {
         "id": str(uuid.uuid5(uuid.NAMESPACE_URL, f"seedreuse/example_workflows/{name}")),
         "revision": 0, "last_node_id": next_id, "last_link_id": len(links),

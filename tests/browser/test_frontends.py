@@ -17,18 +17,28 @@ For each of the four combinations a tiny Wan 2.1 T2V reuse workflow is loaded an
   the header, and a title that fits beside the host's badge is not truncated by ours; 1.49 and
   1.58 render them in a row of their own, where the title keeps its whole text;
 - the node narrowed to NARROW px: every badge (ours and the host's) stays within the node's
-  width, ours beside the host's (which stay whole), cut with "…" (in Vue the whole line in the
-  element's tooltip);
+  width, ours beside the host's (which stay whole) or on lines of their own, cut with "…" only
+  past the node's width (in Vue the whole line in the element's tooltip);
 - a run is queued: until it ends the badge says "running…" (never the outcome above a stale
   "next: will encode"), then the outcome ("encoded · …") with the prediction for the next run
-  ("next: will reuse": the seed is randomized after queueing).
-Every example workflow opens readable on a 1280x800 window (the second test): loaded as the
-template browser loads it, at >= 80 % zoom with its note and first nodes in view, no missing
-input file (ComfyUI ships input/example.png; the pack ships example_workflows/inputs/), badges
-from the dry run, and for the segment examples a timeline with its segments before any run,
-on the screen and not covered by the frontend's own panels. The template browser itself (the
-third test, both frontends) lists the examples by their human titles with their thumbnails and
-opens one. Screenshots go to test-artifacts/browser/, test-artifacts/browser/examples/ and
+  ("next: will reuse": the seed is randomized after queueing);
+- at the examples' width (340 px) the prompt is changed under reuse "require": the prediction
+  ("will fail (inputs changed: …)", "fix: set reuse to 'auto' …") keeps its key words readable
+  where the user reads it (the Vue element's visible characters, the canvas' drawn text; 1.32.9's
+  header: the verdict, the lines in its tooltip); the run fails in the node, which then says what
+  happened ("failed: inputs changed: …", its fix, "next: will fail …") instead of its prediction.
+Every example workflow (the second test: whatever example_workflows/ holds) is loaded in BOTH
+modes: no two nodes' boxes meet, title bars included, as the mode draws them (the Vue node's
+element, the canvas node's box), after the badges and the timeline have grown them; in one mode
+per frontend it opens readable on a 1280x800 window: loaded as the template browser loads it, at
+>= 80 % zoom with its note and first nodes in view, no missing input file (ComfyUI ships
+input/example.png; the pack ships example_workflows/inputs/), badges from the dry run, and for the
+segment examples a timeline with its segments before any run, on the screen and not covered by
+the frontend's own panels; picking a kept take on the Wan 2.1 segment example shows the Session's
+from_take once (the widget, on its socket). The template browser itself (the third test, both
+frontends) lists the examples by their human titles with their thumbnails and opens one. On the
+way the pack uses no API the frontend reports as deprecated (1.58.1's LiteGraph.onDeprecationWarning:
+input.link). Screenshots go to test-artifacts/browser/, test-artifacts/browser/examples/ and
 test-artifacts/browser/templates-*.png.
 """
 from __future__ import annotations
@@ -42,7 +52,7 @@ from urllib.parse import unquote
 
 import pytest
 
-from seedreuse_lab import host, reuse_graphs
+from seedreuse_lab import graphs, host, reuse_graphs
 from seedreuse_lab.graphs import T2V
 from seedreuse_lab.tools import example_files
 from ._canvas import APP
@@ -86,7 +96,8 @@ DRAW_SPY = """() => {
     try {
       const t = ctx.getTransform();
       window.__badgeDraws.push({ text: String(this.text || ""), x: x + (this.xOffset || 0),
-        w: this.getWidth(ctx), tx: Math.round(t.e), ty: Math.round(t.f) });
+        y: y + (this.yOffset || 0), w: this.getWidth(ctx), h: this.height || 20, tx: Math.round(t.e),
+        ty: Math.round(t.f) });
       if (window.__badgeDraws.length > 5000) window.__badgeDraws.splice(0, 2500);
     } catch (_) { /* recording only */ }
     return original.call(this, ctx, x, y, ...rest);
@@ -110,6 +121,19 @@ def frontend(request, module_workers, write_ui_settings):
     w.stop()
 
 
+# Records every deprecation warning LiteGraph gives (frontend 1.58.1: LiteGraph.onDeprecationWarning,
+# e.g. "input.link is deprecated"), each time (alwaysRepeatWarnings), with the stack of the caller.
+DEPRECATION_SPY = """() => {
+  const LG = window.LiteGraph;
+  if (!LG || !Array.isArray(LG.onDeprecationWarning)) return false;
+  window.__deprecations = [];
+  LG.alwaysRepeatWarnings = true;
+  LG.onDeprecationWarning.push((message) => window.__deprecations.push({ message: String(message),
+    stack: String(new Error().stack || '') }));
+  return true;
+}"""
+
+
 class Page:
     def __init__(self, browser, worker):
         self.worker = worker
@@ -129,7 +153,12 @@ class Page:
         self.page.goto(self.worker.url + "/", wait_until="domcontentloaded")
         self.page.wait_for_function("window.__seedreuse && window.__seedreuse.ready === true", timeout=90_000)
         self.page.wait_for_function(f"!!({APP} && {APP}.graph && {APP}.canvas)", timeout=30_000)
+        self.warns_deprecations = self.js(DEPRECATION_SPY)
         return self
+
+    def our_deprecations(self) -> list[str]:
+        """The deprecated frontend APIs the pack's modules used since the page opened."""
+        return [d["message"] for d in self.js("() => window.__deprecations || []") if EXT_BASE in d["stack"]]
 
     def js(self, expr: str, arg=None):
         return self.page.evaluate(expr, arg)
@@ -255,6 +284,11 @@ LAST_FRAME_ROW = """(text) => {
 }"""
 
 
+def _rect(d: dict) -> list[float]:
+    """[left, top, right, bottom] of a drawn badge (DRAW_SPY)."""
+    return [d["x"], d["y"], d["x"] + d["w"], d["y"] + d["h"]]
+
+
 def _meet(a, b) -> bool:
     return not (a[2] <= b[0] or b[2] <= a[0] or a[3] <= b[1] or b[3] <= a[1])
 
@@ -283,12 +317,99 @@ def _assert_narrow_node_fits(ui: Page, vue: bool, lines: list[str]) -> None:
                 "the canvas drawing the narrow node's badges")
         row = ui.js(LAST_FRAME_ROW, ui.ours()[0])
         width = ui.js(f"(id) => {APP}.graph.getNodeById(+id).size[0]", ENC)
-        shown = [(r["text"], round(r["x"], 1), round(r["w"], 1)) for r in row]
+        shown = [(r["text"], round(r["x"], 1), round(r["y"], 1), round(r["w"], 1)) for r in row]
         assert width == NARROW and any("SeedReuse" in r["text"] for r in row), (width, shown)
         assert all(0 <= r["x"] and r["x"] + r["w"] <= width + 0.5 for r in row), ("past the node", width, shown)
-        for i, a in enumerate(row):
+        for i, a in enumerate(row):   # side by side or on rows of their own (badge_fit.js fitRows)
             for b in row[i + 1:]:
-                assert a["x"] + a["w"] <= b["x"] or b["x"] + b["w"] <= a["x"], ("badges overlap", shown)
+                assert not _meet(_rect(a), _rect(b)), ("badges overlap", shown)
+
+
+TEMPLATE_WIDTH = 340   # the width the shipped examples give their nodes
+
+# What the user reads of each of our badges in the Vue node: the characters of the element's text
+# that lie inside it (an ellipsis, as wide as "…", takes the place of the last ones when cut).
+VUE_READ = """(id) => {
+  const el = document.querySelector(`[data-node-id="${id}"]`);
+  const ctx = document.createElement('canvas').getContext('2d');
+  return [...el.querySelectorAll('[data-seedreuse-badge]')].filter((b) => b.textContent.trim()).map((b) => {
+    const cs = getComputedStyle(b), r = b.getBoundingClientRect();
+    const cut = b.scrollWidth > b.clientWidth + 1;
+    ctx.font = cs.font;
+    const right = r.right - parseFloat(cs.paddingRight) - (cut ? ctx.measureText('…').width : 0);
+    const t = [...b.childNodes].find((c) => c.nodeType === 3 && c.textContent.trim());
+    let read = '';
+    const range = document.createRange();
+    for (let i = 0; t && i < t.textContent.length; i++) {
+      range.setStart(t, i); range.setEnd(t, i + 1);
+      if (range.getBoundingClientRect().right > right + 0.5) break;
+      read += t.textContent[i];
+    }
+    return { read: read.trim(), cut, title: b.getAttribute('title') };
+  });
+}"""
+
+
+def _read_badges(ui: Page, vue: bool, placement: str | None) -> list[str]:
+    """What the user reads of our badge lines now, at the node's width: in a Vue row each element's
+    visible characters, in the 1.32.9 Vue header the compact entry, on the canvas the drawn texts
+    (a line cut there ends with "…")."""
+    if placement == "header":
+        return [b["text"] for b in ui.vue_header()["ours"] if b["text"]]
+    if vue:
+        return [b["read"] for b in ui.js(VUE_READ, ENC)]
+    ui.js(f"() => {{ window.__badgeDraws = []; {APP}.canvas.setDirty(true, true); }}")
+    ui.wait("(t) => (window.__badgeDraws || []).some((d) => d.text === t)", ui.ours()[0], 20, "the canvas drawing")
+    drawn = {r["text"] for r in ui.js(LAST_FRAME_ROW, ui.ours()[0])}
+    return [t.rstrip("…") for t in ui.ours() if t in drawn]
+
+
+def _assert_key_words(read: list[str], want: list[list[str]], placement: str | None, lines: list[str]) -> None:
+    """Each of our lines shows its key words (`want[i]` for line i) where the user reads it; the
+    1.32.9 header shows the first line's verdict, the lines whole in its tooltip."""
+    if placement == "header":
+        assert read == [want[0][0]], (read, want, lines)
+        return
+    assert len(read) == len(want), (read, want, lines)
+    for shown, words in zip(read, want):
+        assert all(w in shown for w in words), f"key words {words} not readable in {shown!r} (lines: {lines})"
+
+
+def _failed_run_shows_its_outcome(ui: Page, vue: bool, placement: str | None, worker) -> tuple[list, list]:
+    """At the examples' width (TEMPLATE_WIDTH), the prompt changed under reuse 'require': the badge
+    predicts the failure with its reason and fix, every key word readable; the run fails in the
+    Encode-or-Reuse node, which then says what happened ("failed: why", the fix, the next run's
+    prediction) instead of its prediction. Returns (prediction lines, outcome lines)."""
+    ui.js(f"([id, w]) => {{ const n = {APP}.graph.getNodeById(+id); n.setSize([w, n.size[1]]); "
+          f"{APP}.canvas.setDirty(true, true); }}", [ENC, TEMPLATE_WIDTH])
+    ui.js(f"""() => {{ const g = {APP}.graph;
+        const set = (n, name, v) => {{ const w = n.widgets.find((w) => w.name === name); w.value = v; w.callback && w.callback(v); }};
+        set(g.nodes.find((n) => n.type === 'SeedReuseSession'), 'reuse', 'require');
+        set(g.nodes.find((n) => (n.widgets || []).some((w) => w.name === 'text')), 'text', 'another prompt'); }}""")
+    ui.wait(f"() => (window.__seedreuse.badgeInfo('{ENC}').lines || []).length === 2 && "
+            "window.__seedreuse.badge('{ENC}').startsWith('will fail')".replace("{ENC}", ENC), None, 60,
+            "the failure predicted")
+    ui.page.wait_for_timeout(400)
+    before = ui.js("(id) => window.__seedreuse.badgeInfo(id).lines", ENC)
+    _assert_key_words(_read_badges(ui, vue, placement), [["will fail", "inputs changed"], ["fix: set reuse to 'auto'"]],
+                      placement, before)
+    n_hist = ui.js("() => (window.__seedreuse.badgeHistory || []).length")
+    ui.js(f"() => {APP}.queuePrompt(0, 1)")
+    ui.wait(f"() => (window.__seedreuse.badge('{ENC}') || '').startsWith('failed')", None, 120, "the failed outcome")
+    ui.wait(f"() => (window.__seedreuse.badgeInfo('{ENC}').lines || []).some((l) => l.startsWith('next: will fail'))",
+            None, 60, "the next run's prediction after the failure")
+    ui.page.wait_for_timeout(400)
+    after = ui.js("(id) => window.__seedreuse.badgeInfo(id).lines", ENC)
+    assert after[0].startswith("failed: inputs changed") and after[1] == before[1], (before, after)
+    _assert_key_words(_read_badges(ui, vue, placement), [["failed", "inputs changed"], ["fix: set reuse to 'auto'"],
+                                                          ["next: will fail"]], placement, after)
+    err = ui.js("() => window.__seedreuse.lastExecutionError")
+    assert str(err["node_id"]) == ENC and err["node_type"] == "SeedReuseEncodeConditioning", err
+    # from the end of the run on, the node never went back to its prediction
+    hist = [h for h in ui.js("() => window.__seedreuse.badgeHistory")[n_hist:] if h["key"] == ENC and not h["running"]]
+    ended = [i for i, h in enumerate(hist) if h["lines"][0].startswith("failed")]
+    assert ended and all(h["lines"][0].startswith("failed") for h in hist[ended[0]:]), hist
+    return before, after
 
 
 def _assert_title_readable(ui: Page, placement: str, lines: list[str]) -> None:
@@ -349,8 +470,8 @@ def test_badges_beside_the_host_badges_and_consistent_during_a_run(frontend, mod
         full = ui.js("() => window.__seedreuse.badge('101')")
         if placement == "header":   # one compact entry beside the title: the words before the reason
             assert before == ["will encode"], (before, full)
-        elif vue:    # a Vue node's badge row shares the node's width: shorter texts (and CSS shrinks them)
-            assert before[0] == (full if len(full) <= 34 else full[:33] + "…"), (before, full)
+        elif vue:    # the whole line (seedreuse.css wraps it onto a line of its own, cut only past the node)
+            assert before[0] == full, (before, full)
         else:        # the canvas: the line, cut to what the node's width leaves beside the host's badges
             assert before[0] == full or (len(before[0]) > 4 and before[0].endswith("…")
                                          and full.startswith(before[0][:-1].rstrip())), (before, full)
@@ -380,8 +501,8 @@ def test_badges_beside_the_host_badges_and_consistent_during_a_run(frontend, mod
             host_badges = [r for r in row if "SeedReuse" in r["text"] and r["text"] != before[0]]
             assert host_badges, f"the host's node-source badge is not drawn beside ours: {row}"
             mine = next(r for r in row if r["text"] == before[0])
-            for h in host_badges:   # side by side: the intervals do not overlap
-                assert mine["x"] >= h["x"] + h["w"] or h["x"] >= mine["x"] + mine["w"], row
+            for h in host_badges:   # side by side, or ours on a row of its own above
+                assert not _meet(_rect(mine), _rect(h)), row
         ui.page.screenshot(path=str(browser_artifacts / f"badges-{name}-{version}-{mode}-before.png"))
 
         # a run: "running…" until it ends, then the outcome and the next prediction
@@ -438,6 +559,14 @@ def test_badges_beside_the_host_badges_and_consistent_during_a_run(frontend, mod
         if placement != "header":
             _assert_narrow_node_fits(ui, vue, lines)
         ui.page.screenshot(path=str(browser_artifacts / f"badges-{name}-{version}-{mode}-narrow.png"))
+
+        # a run that fails in the node: its badge says what happened, its key words readable at 340 px
+        _failed_run_shows_its_outcome(ui, vue, placement, worker)
+        ui.center()
+        ui.page.screenshot(path=str(browser_artifacts / f"badges-{name}-{version}-{mode}-failed.png"))
+        # no API the frontend reports as deprecated on the way (1.58.1: input.link)
+        assert ui.warns_deprecations, "the frontend has no LiteGraph.onDeprecationWarning"
+        assert ui.our_deprecations() == [], ui.our_deprecations()
         assert ui.js("() => window.__seedreuse.errors") == []
         assert ui.our_console_errors() == [], ui.our_console_errors()
     finally:
@@ -494,71 +623,175 @@ def _copy_example_inputs(worker) -> list[str]:
     return names
 
 
-# Readability is the layout of the example files, the same for every frontend: one mode per
-# frontend (the badge test above covers all four combinations) keeps the suite's time in check.
-# The mode follows the module's frontend fixture (an indirect parametrization would start two
-# more frontend workers).
+# Readability (the view, the note, the timeline in view) is the same for every frontend: it is
+# checked in one mode per frontend; the layout (no node over another) in both modes. The mode
+# follows the module's frontend fixture (an indirect parametrization would start two more
+# frontend workers).
 EXAMPLES_MODE = {"host": "litegraph", "newest": "vue"}
 
+# The boxes of the graph's nodes as the mode draws them, in graph units, title bars included: the
+# Vue node's element (its DOM box, which grows with its rows) or the canvas node's bounding box.
+NODE_BOXES = """() => {
+  const app = window.comfyAPI.app.app, c = app.canvas, ds = c.ds;
+  const r = c.canvas.getBoundingClientRect(), th = window.LiteGraph.NODE_TITLE_HEIGHT || 30;
+  return app.graph.nodes.map((n) => {
+    const el = document.querySelector(`[data-node-id="${n.id}"]`);
+    let b;
+    if (el) {
+      const d = el.getBoundingClientRect();
+      b = [(d.left - r.left) / ds.scale - ds.offset[0], (d.top - r.top) / ds.scale - ds.offset[1],
+        d.width / ds.scale, d.height / ds.scale];
+    } else b = [n.pos[0], n.pos[1] - th, n.size[0], n.size[1] + th];
+    return { id: n.id, type: n.type, title: n.title, box: b, dom: !!el };
+  });
+}"""
 
-def test_examples_open_readable_with_their_inputs_and_timeline(frontend, browser, browser_artifacts,
-                                                              write_ui_settings):
+
+def _overlapping(nodes: list[dict]) -> list[str]:
+    """'a x b: w x h px' for every two nodes whose boxes meet."""
+    out = []
+    for i, a in enumerate(nodes):
+        for b in nodes[i + 1:]:
+            (ax, ay, aw, ah), (bx, by, bw, bh) = a["box"], b["box"]
+            w, h = min(ax + aw, bx + bw) - max(ax, bx), min(ay + ah, by + bh) - max(ay, by)
+            if w > 0.5 and h > 0.5:
+                out.append(f"{a['id']} {a['title'] or a['type']} x {b['id']} {b['title'] or b['type']}: "
+                           f"{w:.0f} x {h:.0f} px")
+    return out
+
+
+# The Session's from_take as the mode shows it: the inputs and widgets of that name, whether the
+# input is the widget's own socket, and (Vue) the elements whose text is "from_take".
+FROM_TAKE_SHOWN = f"""(id) => {{
+  const n = {APP}.graph.getNodeById(id), el = document.querySelector(`[data-node-id="${{id}}"]`);
+  const inputs = (n.inputs || []).filter((i) => i.name === 'from_take');
+  return {{ inputs: inputs.length, paired: inputs.every((i) => !!i.widget && i.widget.name === 'from_take'),
+    widgets: (n.widgets || []).filter((w) => w.name === 'from_take').map((w) => w.value),
+    shown: el ? [...el.querySelectorAll('*')].filter((e) => !e.children.length
+      && e.textContent.trim() === 'from_take').length : null }};
+}}"""
+TAKE_IMAGE = "seedreuse_layout_take.png"
+
+
+@pytest.fixture(scope="module")
+def segment_example_take(frontend):
+    """A kept take in the cache the Wan 2.1 segment example names (a tiny run of its own graph
+    shape), so its timeline lists a take to pick; made once per module (the workers share a root)."""
     name, version, worker = frontend
-    mode = EXAMPLES_MODE[name]
+    seg = json.loads(example_files.pairs()["wan21_i2v_segment_reuse"].read_text())
+    cache = next(n["widgets_values"][0] for n in seg["nodes"] if n["type"] == "SeedReuseSession")
+    listed = {c.get("name"): c for c in worker.get_json("/seedreuse/browser").get("caches", [])}
+    if not (listed.get(cache) or {}).get("takes"):
+        graphs.write_test_image(worker.input_dir / TAKE_IMAGE, seed=3)
+        worker.run(reuse_graphs.segment_graph(TAKE_IMAGE, 1, cache_name=cache, steps=1)).raise_for_status()
+    return cache
+
+
+def test_examples_open_readable_and_no_node_overlaps_another(frontend, browser, browser_artifacts,
+                                                              write_ui_settings, segment_example_take):
+    """Every example_workflows/*.json (whatever is in the folder), loaded as the template browser
+    opens it, in BOTH canvas modes: no two nodes' boxes meet, title bars included, as the mode
+    draws them (the Vue node's element; the canvas node's box), after the dry run's badges and
+    Segment Loop Start's timeline have grown them. In one mode per frontend (EXAMPLES_MODE) also
+    readable: >= 80 % zoom, its note and first nodes in view, every input file shipped, a timeline
+    with its segments in view and not under a panel. Picking the kept take of the Wan 2.1 segment
+    example shows the Session's from_take once: the widget the picker adds, on the socket of that
+    name (Vue: one element says from_take). No error of the pack in the console."""
+    name, version, worker = frontend
     assert EXAMPLES, "example_workflows/*.json: the pack ships example workflows"
     shipped = _copy_example_inputs(worker)
-    write_ui_settings(worker, {"Comfy.VueNodes.Enabled": mode == "vue"})
     out = browser_artifacts / "examples"
     out.mkdir(exist_ok=True)
-    ui = Page(browser, worker).open()
     problems = []
-    try:
-        for f in EXAMPLES:
-            wf = json.loads(f.read_text())
-            named = sorted({v for n in wf["nodes"] for v in (n.get("widgets_values") or [])
-                            if isinstance(v, str) and Path(v).suffix in (".png", ".jpg", ".wav", ".mp3", ".flac")})
-            missing_inputs = [v for v in named if v not in shipped]
-            if missing_inputs:
-                problems.append(f"{f.name}: names input files nobody ships: {missing_inputs}")
-            ui.missing.clear()
-            # as the template browser opens a template (the saved view restored)
-            ui.js(f"async ([wf, n]) => {{ await {APP}.loadGraphData(wf, true, true, n); }}", [wf, f.stem])
-            ids = ui.js(f"""() => {APP}.graph.nodes.filter((n) => n.type.startsWith('SeedReuseEncode')
-                           || n.type === 'SeedReuseSegmentLoopStart').map((n) => String(n.id))""")
-            for nid in ids:
-                ui.wait(f"() => {{ const t = window.__seedreuse.badge('{nid}') || ''; "
-                        "return t !== '' && !t.startsWith('checking'); }", None, 30, f"{f.name}: badge of {nid}")
-            ui.page.wait_for_timeout(600)
-            lay = ui.js(LAYOUT)
-            if lay["scale"] < MIN_SCALE:
-                problems.append(f"{f.name}: opens at {lay['scale']:.0%} zoom (< {MIN_SCALE:.0%})")
-            notes = [b for b in lay["nodes"] if b["type"] in ("MarkdownNote", "Note")]
-            if not notes or not all(_inside(b, *VIEWPORT, whole=True) for b in notes):
-                problems.append(f"{f.name}: the note is not in view: {notes}")
-            shown = [b for b in lay["nodes"] if b["type"] not in ("MarkdownNote", "Note") and _inside(b, *VIEWPORT, False)]
-            if len(shown) < 3:
-                problems.append(f"{f.name}: only {len(shown)} nodes in view on {VIEWPORT}")
-            for nid in ui.js(f"() => {APP}.graph.nodes.filter((n) => n.type === 'SeedReuseSegmentLoopStart')"
-                             ".map((n) => String(n.id))"):
-                tl = ui.js("(id) => window.__seedreuse.timeline(id)", nid)
-                label = ui.js("(id) => document.querySelector(`.seedreuse-timeline[data-seedreuse-node=\"${id}\"] "
-                              ".seedreuse-timeline-label`)?.textContent || ''", nid)
-                if not tl or not tl["S"] or len(tl["segments"]) != tl["S"] or "unavailable" in label:
-                    problems.append(f"{f.name}: no timeline before the first run: {tl} / {label!r}")
-                box = ui.js(TIMELINE_BOX, nid)   # on the screen as the workflow opens, not under a panel
-                if not (box and box["shown"] and _inside(box, *VIEWPORT, whole=True)
-                        and box["centre_is_timeline"] and box["segment_is_timeline"]):
-                    problems.append(f"{f.name}: the timeline of node {nid} is not in view on {VIEWPORT}: {box}")
-            lost = [u for u in ui.missing if "/view" in u or "/api/view" in u]
-            if lost:
-                problems.append(f"{f.name}: input files answered 404: {lost}")
-            shot = example_files.example_id(wf) or f.stem
-            ui.page.screenshot(path=str(out / f"{shot}-{name}-{version}-{mode}.png"))
-        assert not problems, "\n".join(problems)
-        assert ui.js("() => window.__seedreuse.errors") == []
-        assert ui.our_console_errors() == [], ui.our_console_errors()
-    finally:
-        ui.ctx.close()
+    picked = {}
+    for mode in ("litegraph", "vue"):
+        write_ui_settings(worker, {"Comfy.VueNodes.Enabled": mode == "vue"})
+        ui = Page(browser, worker).open()
+        try:
+            for f in EXAMPLES:
+                problems += _open_example(ui, f, mode, readable=mode == EXAMPLES_MODE[name], shipped=shipped)
+                shot = example_files.example_id(json.loads(f.read_text())) or f.stem
+                ui.page.screenshot(path=str(out / f"{shot}-{name}-{version}-{mode}.png"))
+                if f == example_files.pairs()["wan21_i2v_segment_reuse"]:
+                    picked[mode] = _pick_take(ui)
+            assert ui.js("() => window.__seedreuse.errors") == [], mode
+            assert ui.our_console_errors() == [], (mode, ui.our_console_errors())
+            assert ui.our_deprecations() == [], (mode, ui.our_deprecations())
+        finally:
+            ui.ctx.close()
+    assert not problems, "\n".join(problems)
+    for mode, shown in picked.items():   # once: the widget (with its socket), never a socket beside it
+        assert shown["inputs"] == 1 and shown["paired"] and shown["widgets"] == [shown["picked"]], (mode, shown)
+        assert shown["shown"] == (1 if mode == "vue" else None), (mode, shown)
+
+
+def _open_example(ui: Page, f: Path, mode: str, readable: bool, shipped: list[str]) -> list[str]:
+    """Loads one example as the template browser does; what is wrong with it in this mode."""
+    problems = []
+    wf = json.loads(f.read_text())
+    if readable:
+        named = sorted({v for n in wf["nodes"] for v in (n.get("widgets_values") or [])
+                        if isinstance(v, str) and Path(v).suffix in (".png", ".jpg", ".wav", ".mp3", ".flac")})
+        missing_inputs = [v for v in named if v not in shipped]
+        if missing_inputs:
+            problems.append(f"{f.name}: names input files nobody ships: {missing_inputs}")
+    ui.missing.clear()
+    # as the template browser opens a template (the saved view restored)
+    ui.js(f"async ([wf, n]) => {{ await {APP}.loadGraphData(wf, true, true, n); }}", [wf, f.stem])
+    ids = ui.js(f"""() => {APP}.graph.nodes.filter((n) => n.type.startsWith('SeedReuseEncode')
+                   || n.type === 'SeedReuseSegmentLoopStart').map((n) => String(n.id))""")
+    for nid in ids:
+        ui.wait(f"() => {{ const t = window.__seedreuse.badge('{nid}') || ''; "
+                "return t !== '' && !t.startsWith('checking'); }", None, 30, f"{f.name}: badge of {nid}")
+    starts = ui.js(f"() => {APP}.graph.nodes.filter((n) => n.type === 'SeedReuseSegmentLoopStart').map((n) => String(n.id))")
+    for nid in starts:   # the timeline has its segments (the node's height with them)
+        ui.wait("(id) => { const t = window.__seedreuse.timeline(id); return !!t && t.S > 0; }", nid, 30,
+                f"{f.name}: the timeline of {nid}")
+    ui.page.wait_for_timeout(600)
+    boxes = ui.js(NODE_BOXES)
+    if mode == "vue" and not all(b["dom"] for b in boxes):
+        problems.append(f"{f.name} ({mode}): nodes without a Vue element: {[b['id'] for b in boxes if not b['dom']]}")
+    problems += [f"{f.name} ({mode}): nodes overlap: {o}" for o in _overlapping(boxes)]
+    if not readable:
+        return problems
+    lay = ui.js(LAYOUT)
+    if lay["scale"] < MIN_SCALE:
+        problems.append(f"{f.name}: opens at {lay['scale']:.0%} zoom (< {MIN_SCALE:.0%})")
+    notes = [b for b in lay["nodes"] if b["type"] in ("MarkdownNote", "Note")]
+    if not notes or not all(_inside(b, *VIEWPORT, whole=True) for b in notes):
+        problems.append(f"{f.name}: the note is not in view: {notes}")
+    shown = [b for b in lay["nodes"] if b["type"] not in ("MarkdownNote", "Note") and _inside(b, *VIEWPORT, False)]
+    if len(shown) < 3:
+        problems.append(f"{f.name}: only {len(shown)} nodes in view on {VIEWPORT}")
+    for nid in starts:
+        tl = ui.js("(id) => window.__seedreuse.timeline(id)", nid)
+        label = ui.js("(id) => document.querySelector(`.seedreuse-timeline[data-seedreuse-node=\"${id}\"] "
+                      ".seedreuse-timeline-label`)?.textContent || ''", nid)
+        if not tl or not tl["S"] or len(tl["segments"]) != tl["S"] or "unavailable" in label:
+            problems.append(f"{f.name}: no timeline before the first run: {tl} / {label!r}")
+        box = ui.js(TIMELINE_BOX, nid)   # on the screen as the workflow opens, not under a panel
+        if not (box and box["shown"] and _inside(box, *VIEWPORT, whole=True)
+                and box["centre_is_timeline"] and box["segment_is_timeline"]):
+            problems.append(f"{f.name}: the timeline of node {nid} is not in view on {VIEWPORT}: {box}")
+    lost = [u for u in ui.missing if "/view" in u or "/api/view" in u]
+    if lost:
+        problems.append(f"{f.name}: input files answered 404: {lost}")
+    return problems
+
+
+def _pick_take(ui: Page) -> dict:
+    """Clicks the first kept take of the segment example's timeline; how the Session shows from_take."""
+    start = ui.js(f"() => String({APP}.graph.nodes.find((n) => n.type === 'SeedReuseSegmentLoopStart').id)")
+    sess = ui.js(f"() => String({APP}.graph.nodes.find((n) => n.type === 'SeedReuseSession').id)")
+    row = f'.seedreuse-timeline[data-seedreuse-node="{start}"] .seedreuse-take'
+    ui.wait(f"() => document.querySelectorAll('{row}').length > 0", None, 30, "a kept take in the example's picker")
+    take = ui.js(f"() => {{ const r = document.querySelector('{row}'); "
+                 "return r.dataset.seedreuseLatest === 'true' ? 0 : +r.dataset.seedreuseTake; }")
+    ui.page.locator(row).first.click()
+    ui.wait(f"(id) => ({APP}.graph.getNodeById(+id).widgets || []).some((w) => w.name === 'from_take')", sess, 10,
+            "the Session's from_take widget")
+    ui.page.wait_for_timeout(400)
+    return {**ui.js(FROM_TAKE_SHOWN, sess), "picked": take}
 
 
 # The template browser's cards of one pack: test id, the title's text, the card's whole text and

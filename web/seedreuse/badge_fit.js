@@ -1,11 +1,14 @@
 // Fitting the pack's badges into their node's width, beside the host's own badges (LiteGraph
-// canvas mode: the frontend draws node.badges in one row above the title, aligned to the node's
-// left or right edge, and never shortens them). Our lines share what the node's width leaves after the
-// host's badges, in order (main, fix, next): each is cut with "…" to the room left, and a line
-// with no room for MIN_CHARS is left out; so the row never runs past the node's right edge and
-// never pushes the host's badges off it. Widths are measured with the badge object itself
-// (its getWidth), on an offscreen canvas. Vue nodes: seedreuse.css shrinks our badge elements
-// instead (the element's title holds the whole line). Only exports.
+// canvas mode: the frontend draws node.badges in one row above the title, right-aligned, and
+// never shortens them). Our lines (main, fix, next) go in order into what the node's width
+// leaves after the host's badges; a line that does not fit WHOLE in the room its row has left
+// starts a row of its own above (the node's whole width, right-aligned like the host's row), and
+// only a line wider than the node is cut with "…" (a cut shorter than MIN_CHARS is left out). So
+// a line keeps its words up to the node's width (at the templates' 340 px: its verdict and
+// reason), the rows never run past the node's right edge and never push the host's badges off
+// it. Widths are measured with the badge object itself (its getWidth), on an offscreen canvas.
+// Vue nodes: seedreuse.css wraps our badge elements the same way (the element's title holds the
+// whole line). Only exports.
 const MIN_CHARS = 4;
 const GAP = 2; // LGraphNode.drawBadges' gap between badges
 
@@ -107,14 +110,51 @@ function cut(badge, line, room) {
   return lo >= MIN_CHARS ? line.slice(0, lo).trimEnd() + "…" : "";
 }
 
-// The texts our badge entries draw: lines[i] fitted into badges[i], all within `width` minus
-// the host's badges. Every entry takes its GAP, even an empty one (drawBadges adds it).
-export function fitRow(badges, lines, width, hostWidth) {
+// Where our lines go: [{text, row, x}] per line (text "" for a line left out). Row 0 is the host's
+// row, where drawBadges places ours after the host's badges; rows 1, 2… are above it, each laid
+// out here: x is a badge's left edge from the node's left, the row right-aligned. Every entry
+// takes its GAP in row 0, even an empty or a stacked one (drawBadges adds it).
+export function fitRows(badges, lines, width, hostWidth) {
+  const out = lines.map(() => ({ text: "", row: 0, x: 0 }));
+  const rows = [[]];
   let room = width - hostWidth - GAP * lines.length;
-  return lines.map((line, i) => {
-    if (!line || room <= 0) return "";
-    const t = cut(badges[i], line, room);
-    if (t) room -= widthWith(badges[i], t);
-    return t;
+  lines.forEach((line, i) => {
+    if (!line) return;
+    const row = rows.length - 1;
+    if (widthWith(badges[i], line) > room && (row === 0 || rows[row].length)) {
+      rows.push([]); // a row of its own, above
+      room = width;
+    }
+    const text = cut(badges[i], line, room);
+    if (!text) return;
+    const w = widthWith(badges[i], text);
+    rows[rows.length - 1].push({ i, w });
+    room -= w + GAP;
+    out[i] = { text, row: rows.length - 1, x: 0 };
   });
+  for (const items of rows.slice(1)) {
+    let x = width - items.reduce((sum, it) => sum + it.w, 0) - GAP * (items.length - 1);
+    for (const it of items) {
+      out[it.i].x = x;
+      x += it.w + GAP;
+    }
+  }
+  return out;
+}
+
+// What drawBadges gets for an entry on a row above the host's: it takes no room in the host's row
+// (width 0) and draws the badge at its own row and place.
+export function stackedView(badge, place) {
+  return {
+    seedreuseStacked: true,
+    get text() { return badge.text; },
+    get height() { return badge.height; },
+    get visible() { return badge.visible !== false; },
+    get bgColor() { return badge.bgColor; },
+    get fgColor() { return badge.fgColor; },
+    getWidth: () => 0,
+    draw(ctx, _x, y) {
+      badge.draw(ctx, place.x, y - place.row * ((badge.height || 20) + GAP));
+    },
+  };
 }

@@ -5,9 +5,12 @@
 //   before a run:  what the dry run predicts ("will reuse", "will encode (why)", "will fail
 //                  (why)" + a "fix: ..." badge)
 //   during a run:  "running…" until the run ends
-//   after a run:   what happened ("reused · saved 2.3 s", "encoded · 1.6 s") + a "next: ..."
-//                  badge with the dry run's prediction for the next run ("next: checking…"
-//                  until the dry run after the run has answered)
+//   after a run:   what happened ("reused · saved 2.3 s", "encoded · 1.6 s"; on the node a run
+//                  failed in: "failed: why" + its "fix: ...") + a "next: ..." badge with the dry
+//                  run's prediction for the next run ("next: checking…" until the dry run after
+//                  the run has answered)
+// A line says its verdict first and its reason in few words (the fields a key mismatch names
+// rather than its whole message: errors.js errorSummary), so its key words come first.
 // Each entry is a function returning an LGraphBadge (the frontend's class when it exposes
 // one, else a small object with the same draw/getWidth interface), so the frontend reads the
 // current text and colours on every draw.
@@ -16,26 +19,32 @@
 // lines: the native tooltip) and `data-seedreuse-badge`. Frontend 1.32 renders node.badges in
 // the node header, beside the title, which does not shrink them: there the badge is one compact
 // entry ("will encode", "reused", "keep 2/5", "running…"), the full lines in its tooltip, so the
-// title keeps its room. Newer frontends (1.58) render them in a row of their own under the
-// widgets: there every line is an entry of up to MAX_VUE_BADGE_CHARS. Only exports.
+// title keeps its room. Newer frontends (1.49, 1.58) render them in a row of their own under the
+// widgets: there every line is an entry, and seedreuse.css wraps an entry that does not fit beside
+// the others onto a line of its own (cut with "…" only past the node's width). On the canvas the
+// lines are fitted the same way into rows above the title (badge_fit.js). Only exports.
 import { NS, host, fmtSeconds, short, state, typeOf } from "./core.js";
-import { errorTitle } from "./errors.js";
+import { errorSummary, errorTitle } from "./errors.js";
 import { keyOf, reuseNodes } from "./graph.js";
 import { toneColors } from "./palette.js";
-import { drawnHostWidth, fitRow, hostBadgesWidth } from "./badge_fit.js";
+import { drawnHostWidth, fitRows, hostBadgesWidth, stackedView } from "./badge_fit.js";
 
 export const RUNNING_TEXT = "running…";
 export const CHECKING_TEXT = "checking…";
-const MAX_BADGE_CHARS = 44;     // canvas badges: one row above the title, about the node's width
-const MAX_VUE_BADGE_CHARS = 34; // Vue node badge row (frontend 1.58): the row shares the node's width
+const MAX_BADGE_CHARS = 90; // a line's longest text; the node's width cuts it further ("…")
 export const MAX_VUE_HEADER_CHARS = 13; // Vue node header (frontend 1.32): one entry beside the title
 export const BADGE_ATTR = "data-seedreuse-badge"; // attribute of our badge elements in a Vue node
 const BADGES = "__seedreuseBadges"; // node -> {entries: [LGraphBadge-like], fns: [function]}
 
 function failBadge(d) {
   const err = d.error || null;
-  const why = (err && err.message) || d.reason;
-  return { text: `will fail (${short(why, 60)})`, tone: "fail", error: err, fix: (err && err.fix) || null };
+  return { text: `will fail (${short(errorSummary(err, d.reason), 60)})`, tone: "fail", error: err,
+    fix: (err && err.fix) || null };
+}
+
+// What a run that failed in this node says on it (run_events.js): "failed: why", and its fix.
+export function failedText(err, fallback) {
+  return `failed: ${short(errorSummary(err, fallback), 60)}`;
 }
 
 export function dryBadge(d) {
@@ -83,7 +92,7 @@ export function badgeFor(key) {
   const d = state.dryStale ? null : dryBadge(state.dry[key]);
   if (r && (r.sig === null || r.sig === state.lastSig)) {
     const next = state.dryStale ? CHECKING_TEXT : d && d.text !== r.text ? d.text : null;
-    return withLines({ text: r.text, tone: r.tone, next, source: "run" });
+    return withLines({ text: r.text, tone: r.tone, next, source: "run", error: r.error || null, fix: r.fix || null });
   }
   if (d) return withLines({ ...d, source: "dry-run" });
   const err = state.checkError;
@@ -101,11 +110,11 @@ export function badgeDetail(node) {
 }
 
 // The compact form of a badge line for the Vue node header: the words before the details
-// ("will encode (why)" -> "will encode", "reused · saved 2.3 s" -> "reused",
-// "will keep 2/5 segments, generate 3" -> "keep 2/5"), at most MAX_VUE_HEADER_CHARS.
+// ("will encode (why)" -> "will encode", "reused · saved 2.3 s" -> "reused", "failed: why" ->
+// "failed", "will keep 2/5 segments, generate 3" -> "keep 2/5"), at most MAX_VUE_HEADER_CHARS.
 export function compactLine(text) {
   let t = String(text || "").split("\n")[0];
-  for (const sep of [" (", " · ", ", "]) {
+  for (const sep of [" (", " · ", ", ", ": "]) {
     const i = t.indexOf(sep);
     if (i > 0) t = t.slice(0, i);
   }
@@ -234,15 +243,17 @@ export function attachBadges(node) {
       void reactiveTick().n; // read: a computed that calls this renders again on a change
       const vue = !!(window.LiteGraph && window.LiteGraph.vueNodesMode);
       const line = badge.seedreuseLine || "";
+      let place = null;
       if (!vue) {
-        // the canvas row: all our lines fitted together into what the host's badges leave
+        // the canvas: all our lines fitted together into rows above the title (badge_fit.js)
         const own = node[BADGES];
         if (own.quiet) {
           badge.text = ""; // measuring the host's badges (badge_fit.js drawnHostWidth)
           return badge;
         }
-        if (i === 0 || !own.fitted) own.fitted = fitCanvasRow(node, own);
-        badge.text = own.fitted[i] || "";
+        if (i === 0 || !own.fitted) own.fitted = fitCanvasRows(node, own);
+        place = own.fitted[i] || { text: "", row: 0 };
+        badge.text = place.text;
         badge["data-seedreuse-fit"] = undefined;
       } else {
         if (!vuePlacement) schedulePlacement();
@@ -251,8 +262,8 @@ export function attachBadges(node) {
           badge.text = i === 0 && line ? compactLine(line) : "";
           badge.title = i === 0 ? badge.seedreuseAll || line : "";
         } else {
-          // a row of its own: seedreuse.css lets these elements shrink to the node's width
-          badge.text = line ? short(line, MAX_VUE_BADGE_CHARS) : "";
+          // a row of its own: seedreuse.css wraps these elements onto lines of their own
+          badge.text = line ? short(line, MAX_BADGE_CHARS) : "";
           badge.title = line;
           badge["data-seedreuse-fit"] = "row";
         }
@@ -260,7 +271,7 @@ export function attachBadges(node) {
       const t = palette(badge.seedreuseTone);
       if (t.bg) badge.bgColor = t.bg;
       if (t.fg) badge.fgColor = t.fg;
-      return badge;
+      return place && place.row > 0 ? stackedView(badge, place) : badge;
     };
     fn.seedreuse = true;
     fns.push(fn);
@@ -271,9 +282,9 @@ export function attachBadges(node) {
   updateNodeBadges(node);
 }
 
-// The texts of our entries on the canvas, within the node's width beside the host's badges.
-// The host's width is measured again when the node's width or a badge line changed.
-function fitCanvasRow(node, own) {
+// Where our entries go on the canvas (badge_fit.js fitRows), within the node's width beside the
+// host's badges. The host's width is measured again when the node's width or a badge line changed.
+function fitCanvasRows(node, own) {
   const lines = own.entries.map((b) => (b.seedreuseLine ? short(b.seedreuseLine, MAX_BADGE_CHARS) : ""));
   const width = Array.isArray(node.size) || ArrayBuffer.isView(node.size) ? node.size[0] : node.width || 0;
   const key = `${width}|${lines.join("|")}`;
@@ -282,7 +293,7 @@ function fitCanvasRow(node, own) {
     own.hostWidth = drawn !== null ? drawn : hostBadgesWidth(node, own.fns);
     own.hostKey = key;
   }
-  return fitRow(own.entries, lines, width, own.hostWidth);
+  return fitRows(own.entries, lines, width, own.hostWidth);
 }
 
 function palette(tone) {

@@ -44,6 +44,7 @@ export const state = {
   queued: [],         // prompt ids this page queued (the last few)
   lastStarted: null,  // prompt_id of the last execution_start (it may come before the queue reply)
   lastEnded: null,    // prompt_id of the last run that ended
+  failed: null,       // the last execution_error, until its node shows it (run_events.js)
   runEndedAt: 0,      // when that run ended: dry-run answers asked for before it are stale
   dryStale: false,    // the dry-run answers predate the last run (badges say "next: checking…")
 };

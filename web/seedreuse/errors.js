@@ -39,6 +39,16 @@ export function errorTitle(err) {
   return (err && (err.type || err.code)) || "error";
 }
 
+// What an error says in a badge, in few words: the fields it names when inputs differ from what
+// the cache holds (a key mismatch's `details.fields`: "inputs changed: value:text, …"), else its
+// message (`fallback` without an error). The whole error is in the toast and the tooltip.
+export function errorSummary(err, fallback = "") {
+  const listed = err && err.details && Array.isArray(err.details.fields) ? err.details.fields : [];
+  const fields = listed.map((f) => (f && typeof f === "object" ? f.field : null)).filter((f) => f);
+  if (fields.length) return `inputs changed: ${fields.slice(0, 3).join(", ")}${fields.length > 3 ? ", …" : ""}`;
+  return (err && err.message) || String(fallback || "");
+}
+
 // Every line of the error: message, expected, actual, fix (the ones that are set).
 export function errorLines(err) {
   if (!err) return [];

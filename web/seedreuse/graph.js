@@ -79,15 +79,80 @@ export function widgetOf(node, name) {
   return node && (node.widgets || []).find((w) => w.name === name);
 }
 
-// A node's input node; null when there is none or the node is not in a graph yet (newer
-// frontends throw for a node that is still being created).
-function inputNode(node, slot) {
-  if (!node || !node.graph || typeof node.getInputNode !== "function") return null;
+// ------------------------------------------------------------------ links
+// Which link feeds a node's input, in ONE place for every frontend the pack runs on. Frontend
+// 1.58 reads connectivity through the node (getInputLink); there the slot's `link` field warns
+// that it is deprecated ("input.link is deprecated. Read connectivity via
+// node.isInputConnected(slot) / node.getInputLink(slot)"). 1.32.9 and 1.49.6 have the same
+// method (reading the field themselves). SubgraphNode overrides getInputLink (it answers for
+// the subgraph's inside), so the base class's method is called. A frontend without it: the
+// slot's `link` field and the graph's link table.
+function baseMethod(name) {
+  const N = window.LGraphNode || (window.LiteGraph && window.LiteGraph.LGraphNode);
+  const f = N && N.prototype ? N.prototype[name] : null;
+  return typeof f === "function" ? f : null;
+}
+
+// The link (LLink: id, origin_id, origin_slot) into input `slot`; null when none, or when the
+// node is not in a graph yet (newer frontends throw for a node that is still being created).
+export function inputLink(node, slot) {
+  if (!node || !node.graph || !node.inputs || !(slot >= 0 && slot < node.inputs.length)) return null;
   try {
-    return node.getInputNode(slot);
+    const get = baseMethod("getInputLink");
+    if (get) return get.call(node, slot) || null;
+    const id = node.inputs[slot].link;
+    if (id == null) return null;
+    const links = node.graph.links || node.graph._links;
+    return (links && (typeof links.get === "function" ? links.get(id) : links[id])) || null;
   } catch (_) {
     return null;
   }
+}
+
+export function isInputLinked(node, slot) {
+  return inputLink(node, slot) !== null;
+}
+
+// A fingerprint of what feeds the input (signature.js): the link and its origin, or null.
+export function inputSource(node, slot) {
+  const l = inputLink(node, slot);
+  return l ? `${l.id}:${l.origin_id}:${l.origin_slot}` : null;
+}
+
+// A node's input node (null when there is none).
+function inputNode(node, slot) {
+  const l = inputLink(node, slot);
+  if (!l || !node.graph || typeof node.graph.getNodeById !== "function") return null;
+  return node.graph.getNodeById(l.origin_id) || null;
+}
+
+// Pairs a widget the pack added with the node's input socket of the same name, as the frontends
+// pair a node's own widgets with their sockets (the slot's `widget` names it): the node shows the
+// input once, as the widget with its socket, and a link into the socket wins over the widget's
+// value in the prompt (the frontend's own rule). Vue nodes read a node's slots when it joins the
+// graph; the graph events the frontends send when a slot changes make them read them again:
+// 1.49.6 on "node:slot-label:changed", 1.32.9 on "node:slot-links:changed" (sent here with the
+// slot's link as it is); 1.58.1 renders the change by itself, and each ignores the event it has no
+// use for. The frontend drops the pairing from a saved workflow whose widget is not there yet; the
+// pack pairs them again when it adds the widget.
+export function pairWidgetWithInput(node, name) {
+  const slot = (node.inputs || []).findIndex((i) => i.name === name);
+  if (slot < 0) return false;
+  const input = node.inputs[slot];
+  if (!input.widget || input.widget.name !== name) input.widget = { name };
+  try {
+    const g = node.graph;
+    const INPUT = (window.LiteGraph && window.LiteGraph.INPUT) || 1;
+    if (g && typeof g.trigger === "function") {
+      const link = inputLink(node, slot);
+      g.trigger("node:slot-label:changed", { nodeId: node.id, slotType: INPUT });
+      g.trigger("node:slot-links:changed", { nodeId: node.id, slotType: INPUT, slotIndex: slot,
+        connected: link !== null, linkId: link ? link.id : null });
+    }
+  } catch (e) {
+    noteError("pair widget with input", e);
+  }
+  return true;
 }
 
 export function sessionNodeOf(node) {
@@ -96,7 +161,7 @@ export function sessionNodeOf(node) {
   let cur = inputNode(node, idx);
   for (let hops = 0; cur && hops < 16; hops++) {
     if (typeOf(cur) === SESSION_TYPE) return cur;
-    const next = (cur.inputs || []).findIndex((i) => i.link != null);
+    const next = (cur.inputs || []).findIndex((_, k) => isInputLinked(cur, k));
     if (next < 0) return null; // e.g. a Reroute: follow its one input
     cur = inputNode(cur, next);
   }

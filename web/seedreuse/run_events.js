@@ -2,12 +2,15 @@
 // "seedreuse.segments", "seedreuse.merge") and the host's execution_* events. While a run of
 // this graph executes (queued from this page, or announced by one of the pack's events) every
 // badge says "running…"; when it ends the badges show the outcome, and the dry run's
-// prediction for the next run once the dry run after the run has answered. Only exports.
-import { NS, state } from "./core.js";
-import { publishBadges, runText } from "./badges.js";
+// prediction for the next run once the dry run after the run has answered. A run that failed in
+// one of the pack's nodes puts what happened on that node ("failed: why" and its fix) in place of
+// the prediction it had before the run. Only exports.
+import { NS, guard, isReuseType, state } from "./core.js";
+import { failedText, publishBadges, runText } from "./badges.js";
 import { syncSignature } from "./changes.js";
 import { scheduleCheck } from "./dry_run_client.js";
 import { redraw } from "./graph.js";
+import { executionError } from "./errors.js";
 import { toastExecutionError } from "./toasts.js";
 
 function record(type, data) {
@@ -29,6 +32,15 @@ function refresh() {
 export function noteQueued(promptId) {
   state.queued.push(promptId);
   if (state.queued.length > 32) state.queued.splice(0, state.queued.length - 32);
+  // it failed before the queue reply came (a node that fails at once): its outcome once the
+  // queueing is over (the frontend changes widgets after the reply: control_after_generate), so it
+  // belongs to the graph as the user then sees it
+  const failed = state.failed;
+  if (failed && failed.prompt_id != null && String(failed.prompt_id) === promptId) {
+    setTimeout(guard("failure after queueing", () => {
+      if (state.failed === failed && showFailure(failed)) refresh();
+    }), 0);
+  }
   // the start came before the queue reply (and the run is not over yet)
   if (state.lastStarted === promptId && state.lastEnded !== promptId) startRun(promptId);
 }
@@ -82,6 +94,22 @@ export function onMergeEvent(ev) {
   record("seedreuse.merge", ev && ev.detail);
 }
 
+// The outcome on the node a run of this page failed in (execution_error `d`), when it is one of the
+// pack's reuse nodes: "failed: why" from the structured error (or the host's exception message),
+// its fix. A failure that comes before the queue reply names a prompt not known yet: noteQueued
+// shows it then (state.failed). True when shown.
+function showFailure(d) {
+  const pid = d && d.prompt_id != null ? String(d.prompt_id) : null;
+  if (!d || d.node_id == null || pid === null || !state.queued.includes(pid)) return false;
+  if (!isReuseType(String(d.node_type || ""))) return false;
+  const err = executionError(d) || { type: String(d.exception_type || "error").split(".").pop(),
+    message: String(d.exception_message || "").split("\n")[0], fix: null, details: {} };
+  state.run[String(d.node_id)] = { text: failedText(err, "the node raised an error"), tone: "fail", error: err,
+    fix: err.fix || null, at: Date.now(), payload: null, prompt: pid, sig: currentSig() };
+  state.failed = null;
+  return true;
+}
+
 export function onExecutionEnd(ev, ok, how) {
   const d = ev && ev.detail;
   const pid = d && d.prompt_id != null ? String(d.prompt_id) : null;
@@ -104,6 +132,10 @@ export function onExecutionEnd(ev, ok, how) {
       r.tone = "fail";
     }
     r.sig = currentSig();
+  }
+  if (how === "failed") {
+    state.failed = d;
+    showFailure(d);
   }
   state.runEndedAt = Date.now();
   state.dryStale = true; // the cache may have changed: "next: checking…" until the dry run answers

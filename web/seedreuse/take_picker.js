@@ -3,12 +3,14 @@
 // validity of the picked take's segments for the current graph (valid / run_time / invalid with
 // the first differing field). Picking a take sets the Session's `from_take` (0 for the latest).
 // `from_take` is an input socket of the Session (no widget, so saved workflows keep their
-// widget layout): the first pick adds a number widget of that name to the Session, which the
-// prompt then carries; its value is kept in the node's properties (not in widgets_values), and
-// the widget comes back from them after a reload. A linked from_take socket wins over the widget:
-// the picker is then disabled, saying so. Only exports.
+// widget layout): the first pick adds a number widget of that name to the Session, paired with
+// that socket (graph.js pairWidgetWithInput: the Session shows from_take once, as a widget with
+// its socket, in both canvas modes), which the prompt then carries; its value is kept in the
+// node's properties (not in widgets_values), and the widget comes back from them after a reload.
+// A linked from_take socket wins over the widget: the picker is then disabled, saying so. Only
+// exports.
 import { framesText, host, guard, noteError, short } from "./core.js";
-import { captureWorkflowState, graph, widgetOf } from "./graph.js";
+import { captureWorkflowState, graph, isInputLinked, pairWidgetWithInput, widgetOf } from "./graph.js";
 
 export const FROM_TAKE = "from_take";
 export const TAKE_PROPERTY = "seedreuse_from_take";
@@ -44,8 +46,8 @@ export function markDirty() {
 }
 
 export function fromTakeLinked(sess) {
-  const inp = sess && (sess.inputs || []).find((i) => i.name === FROM_TAKE);
-  return !!(inp && inp.link != null);
+  const slot = sess ? (sess.inputs || []).findIndex((i) => i.name === FROM_TAKE) : -1;
+  return slot >= 0 && isInputLinked(sess, slot);
 }
 
 function storedTake(sess) {
@@ -67,6 +69,7 @@ export function takeWidget(sess, create = false) {
   if (added) {
     added.serialize = false; // not in widgets_values: the saved widget layout stays the node's own
     added.tooltip = "the kept take to resume from: 0 = the latest (set by the SeedReuse timeline's take picker)";
+    pairWidgetWithInput(sess, FROM_TAKE); // one from_take on the node: the widget, with its socket
   }
   return added || null;
 }
