@@ -42,12 +42,11 @@ from __future__ import annotations
 
 import time
 
-from aiohttp import web
-
 from ..reuse_backend.errors import InvalidRequestError, ReuseError
 from ..reuse_backend.store import namespaces, usage
 from ..reuse_backend.workflow import auto
 from . import auto_reports, host, transactions
+from .host import web
 from .dry_run import check_request, fill_change_tokens
 from .graph_view import SLOT_IO_TYPES, GraphView, slot_key
 from .instrument_route import host_info

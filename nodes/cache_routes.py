@@ -32,14 +32,13 @@ import asyncio
 import functools
 import json
 
-from aiohttp import web
-
 from ..reuse_backend.errors import (CacheBusyError, InvalidRequestError, NoCommittedCacheError, ReuseError,
                                    UnknownUserError)
 from ..reuse_backend.media import segment_takes, take_output
 from ..reuse_backend import stores
 from ..reuse_backend.store import roots, take_index
 from . import host, users
+from .host import web
 
 log = host.log
 

@@ -10,7 +10,8 @@ from __future__ import annotations
 import time
 
 
-from ..reuse_backend.store import roots, single_flight
+from ..reuse_backend import settings
+from ..reuse_backend.store import roots
 from ..reuse_backend.errors import InvalidRequestError, ReuseError
 from ..reuse_backend.keys.slots import decide_slot
 from ..reuse_backend.keys.value_checks import inspect_slot
@@ -109,7 +110,7 @@ class _EncodeOrReuse(io.ComfyNode):
           committed the slot); without a transaction yet this is this prompt's snapshot, else the
           value found there is adopted like an entry; otherwise encode, holding the claim."""
         k = (session.root, session.name)
-        if single_flight.wait_s() == 0:
+        if settings.single_flight_s() == 0:
             return d
         cache = ctx.cache(*k)
         uid = cls.hidden.unique_id

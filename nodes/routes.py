@@ -19,14 +19,13 @@ from __future__ import annotations
 import asyncio
 import json
 
-from aiohttp import web
-
 from ..reuse_backend import stores
 from ..reuse_backend.store import roots
 from ..reuse_backend.errors import InvalidRequestError, ReuseError, UnknownUserError
 from ..reuse_backend.keys.graph_key import is_link, number_problem
 from ..reuse_backend.media import segment_takes, take_output
 from . import host
+from .host import web
 from .dry_run import MAX_BODY_BYTES, PREFIX, RequestTooLargeError, dry_run
 from . import auto_mode, cache_routes, instrument_route, users
 from .request_body import read_capped

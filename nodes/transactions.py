@@ -16,8 +16,6 @@ node refuses to run: never a silent run without a lifecycle.
 """
 from __future__ import annotations
 
-import os
-import socket
 import threading
 import uuid
 from dataclasses import dataclass, field
@@ -150,8 +148,7 @@ class PromptContext:
         st = self.txs.get(k)
         if st is None:
             cache = self.cache(root, name)
-            tx = cache.begin(RunInfo(run_id=self.run_id, host=socket.gethostname(), pid=os.getpid(),
-                                     prompt_id=self.prompt_id, extra={}))
+            tx = cache.begin(RunInfo(run_id=self.run_id, prompt_id=self.prompt_id))
             st = self.txs[k] = TxState(cache, tx)
         return st
 

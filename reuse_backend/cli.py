@@ -17,6 +17,7 @@ import json
 import os
 import sys
 
+from . import settings
 from .store import roots
 from .store.check import check, print_report
 from .store.probe import probe
@@ -24,7 +25,6 @@ from .errors import ReuseError
 from .store.lock import describe, lock_status
 from .store import Cache, list_caches
 from .store import gc_command, namespaces, usage
-from .store.cache import default_lease_s
 from .store.check import check_root
 from .store import display
 from .store.readers import live_readers
@@ -123,9 +123,9 @@ def cmd_check(root, name, repair: bool) -> int:
     if name is None:      # the whole root: its own state, then every cache, in every namespace
         problems = []
         for _user, ns in namespaces.namespaces(root):
-            problems += check_root(ns, repair=repair, lease_s=default_lease_s())
+            problems += check_root(ns, repair=repair, lease_s=settings.lease_s())
             for n in list_caches(ns):
-                problems += check(ns, n, repair=repair, lease_s=default_lease_s())
+                problems += check(ns, n, repair=repair, lease_s=settings.lease_s())
         name = f"root {root}"
     else:
         problems = check(root, name, repair=repair)
@@ -164,8 +164,8 @@ def bucket_commands():
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(prog="python -m reuse_backend", description="SeedReuse cache tool")
-    ap.add_argument("--root", help=f"cache root: a folder or s3://BUCKET/PREFIX (default: ${roots.ENV_URL}, "
-                                   f"else ${roots.ENV_ROOT})")
+    ap.add_argument("--root", help=f"cache root: a folder or s3://BUCKET/PREFIX (default: ${settings.CACHE_URL}, "
+                                   f"else ${settings.CACHE_ROOT})")
     ap.add_argument("--user", help="a ComfyUI user id: work in that user's namespace of a --multi-user "
                                    "server (<root>/.users/USER)")
     sub = ap.add_subparsers(dest="cmd", required=True)
@@ -199,7 +199,7 @@ def main(argv=None) -> int:
             return 2
         return cmd_probe(args.probe_root, args.peer, args.json)
     try:
-        url = args.root if roots.is_url(args.root) else (None if args.root else roots.cache_url())
+        url = args.root if roots.is_url(args.root) else (None if args.root else settings.cache_url())
         root = url or roots.resolve_root(args.root)
         if args.user is not None:
             root = namespaces.user_root(root, args.user, create=False)
@@ -208,7 +208,7 @@ def main(argv=None) -> int:
             # SEEDREUSE_CACHE_ROOT, else ~/.cache/seedreuse
             roots.set_default_root(os.path.expanduser("~/.cache/seedreuse"))
             if args.cmd == "gc":
-                return gc_command.run(args, root, default_lease_s())
+                return gc_command.run(args, root, settings.lease_s())
             return bucket_commands().run(args, root, show_manifest)
         if args.cmd == "list":
             return cmd_list(root)
@@ -217,7 +217,7 @@ def main(argv=None) -> int:
         if args.cmd == "check":
             return cmd_check(root, args.name, args.repair)
         if args.cmd == "gc":
-            return gc_command.run(args, root, default_lease_s())
+            return gc_command.run(args, root, settings.lease_s())
         return cmd_clear(root, args.name, args.yes)
     except ReuseError as e:
         print(f"error: {e}", file=sys.stderr)

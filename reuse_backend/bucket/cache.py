@@ -17,8 +17,9 @@ import uuid
 
 from ..errors import CacheBusyError, CorruptCacheError, ReuseError, StorageFullError
 from ..storage import fsops
-from ..store import env_settings, roots
-from ..store.cache import DEFAULT_BUDGET, DEFAULT_LEASE_S, ENV_LEASE
+from .. import settings
+from ..store import roots
+from ..store.cache import DEFAULT_BUDGET
 from ..store.owner import hostname
 from ..store.run_info import RunInfo
 from . import budget, client as clients, collect, leases, location, log as commit_log, probe, single_flight
@@ -44,7 +45,7 @@ class BucketCache:
         probe.ensure(self.client, self.loc)          # at first use: the endpoint keeps the promises
         self.tier = LocalTier(roots.resolve_root(local_root), self.loc.store_id())
         self.max_total_bytes = int(max_total_bytes)
-        self.lease_s = float(lease_s) if lease_s is not None else env_settings.seconds(ENV_LEASE, DEFAULT_LEASE_S)
+        self.lease_s = float(lease_s) if lease_s is not None else settings.lease_s()
         self.heartbeat_s = float(heartbeat_s) if heartbeat_s is not None else min(10.0, self.lease_s / 4)
         self.dir_mode, self.file_mode = 0o755, 0o644
         self.gone: str | None = None

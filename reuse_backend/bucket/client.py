@@ -25,16 +25,13 @@ import threading
 import time
 
 from ..errors import ObjectStoreError
-from ..store import env_settings
+from .. import settings
 
 log = logging.getLogger("seedreuse")
 
-ENV_TIMEOUT = "SEEDREUSE_S3_TIMEOUT_S"
-DEFAULT_TIMEOUT_S = 30.0
 MULTIPART_BYTES = 64 << 20
 CHUNK = 8 << 20
 CONFLICT_RETRIES = 5
-DEFAULT_ATTEMPTS = 5
 
 
 class Precondition(Exception):
@@ -75,11 +72,8 @@ class Client:
     def __init__(self, bucket: str):
         boto3, botocore = _import()
         self.bucket, self._exc = bucket, botocore.exceptions
-        retries = {"mode": os.environ.get("AWS_RETRY_MODE") or "standard"}
-        if not os.environ.get("AWS_MAX_ATTEMPTS"):
-            retries["max_attempts"] = DEFAULT_ATTEMPTS
-        self.max_attempts = os.environ.get("AWS_MAX_ATTEMPTS") or f"{DEFAULT_ATTEMPTS}, the default"
-        timeout = self.timeout_s = env_settings.seconds(ENV_TIMEOUT, DEFAULT_TIMEOUT_S)
+        retries, self.max_attempts = settings.aws_retries()
+        timeout = self.timeout_s = settings.s3_timeout_s()
         cfg = botocore.config.Config(retries=retries, connect_timeout=min(10.0, timeout),
                                      read_timeout=timeout, max_pool_connections=32)
         session = boto3.session.Session()
@@ -141,10 +135,10 @@ class Client:
         if isinstance(e, (self._exc.BotoCoreError, OSError)) or type(e).__module__.startswith(("urllib3", "http.")):
             return ObjectStoreError(
                 f"the object store at {self.endpoint} did not answer {op} of {where} within the retries "
-                f"(AWS_MAX_ATTEMPTS: {self.max_attempts}; {ENV_TIMEOUT}: {self.timeout_s:g} s): {type(e).__name__}: {e}",
+                f"(AWS_MAX_ATTEMPTS: {self.max_attempts}; {settings.S3_TIMEOUT_S}: {self.timeout_s:g} s): {type(e).__name__}: {e}",
                 expected="an answer within the retries", actual=str(e)[:300],
                 fix="check that the endpoint is reachable from this worker (AWS_ENDPOINT_URL_S3), or raise "
-                    f"{ENV_TIMEOUT} / AWS_MAX_ATTEMPTS if it is slow, then rerun",
+                    f"{settings.S3_TIMEOUT_S} / AWS_MAX_ATTEMPTS if it is slow, then rerun",
                 details={"operation": op, "key": key, "endpoint": self.endpoint})
         return e
 

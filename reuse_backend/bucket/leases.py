@@ -24,11 +24,11 @@ from __future__ import annotations
 import json
 import logging
 import os
-import socket
 import threading
 import time
 
 from ..errors import ObjectStoreError
+from ..store.owner import hostname
 from .client import Client, NotFound, Precondition, TooLarge
 
 log = logging.getLogger("seedreuse")
@@ -38,7 +38,7 @@ MAX_LEASE_BYTES = 64 << 10
 
 
 def body(run_id: str, role: str, lease_s: float, since: int | None = None, **extra) -> dict:
-    return {"run_id": run_id, "host": socket.gethostname(), "pid": os.getpid(), "role": role,
+    return {"run_id": run_id, "host": hostname(), "pid": os.getpid(), "role": role,
             "since": since, "lease_s": float(lease_s), "started_at": time.time(), **extra}
 
 

@@ -30,7 +30,7 @@ from pathlib import Path
 
 from ..errors import CorruptCacheError
 from ..storage import fsops
-from ..store import usage
+from .. import settings
 from ..store.owner import hostname, pid_alive
 from . import records
 from .client import Client
@@ -38,14 +38,7 @@ from .location import CacheKeys
 
 log = logging.getLogger("seedreuse")
 
-ENV_TIER_BYTES = "SEEDREUSE_LOCAL_TIER_BYTES"
-DEFAULT_TIER_BYTES = 20 << 30
 TIER_DIR = ".bucket"
-
-
-def tier_budget() -> int:
-    raw = os.environ.get(ENV_TIER_BYTES)
-    return usage.parse_bytes(raw, what=ENV_TIER_BYTES) if raw else DEFAULT_TIER_BYTES
 
 
 def cache_id(keys: CacheKeys) -> str:
@@ -115,7 +108,7 @@ class LocalTier:
                 except FileNotFoundError:
                     pass
         self._fetched_since_trim += size
-        if self._fetched_since_trim > tier_budget() // 10:
+        if self._fetched_since_trim > settings.local_tier_bytes() // 10:
             self._fetched_since_trim = 0
             self.trim()
         return path
@@ -135,7 +128,7 @@ class LocalTier:
 
     def trim(self) -> list[str]:
         """Remove least recently used blobs until the tier is within its budget."""
-        budget, found = tier_budget(), []
+        budget, found = settings.local_tier_bytes(), []
         for d in sorted(self.blobs.glob("??")) if self.blobs.is_dir() else []:
             for p in d.iterdir():
                 try:

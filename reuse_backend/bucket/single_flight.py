@@ -19,7 +19,8 @@ import uuid
 
 from ..errors import CorruptCacheError, ReuseError
 from ..store import manifest as mf
-from ..store.single_flight import ClaimOutcome, wait_s
+from .. import settings
+from ..store.single_flight import ClaimOutcome
 from . import leases, records
 from .client import NotFound, Precondition, TooLarge
 from .snapshot import BucketSnapshot
@@ -95,7 +96,7 @@ def _take(cache, key: str, run_id: str):
 
 def claim(cache, slot: str, digest: str, run_id: str, *, wait: float | None = None,
           poll_s: float = 0.2, on_wait=None) -> Claimed:
-    wait = wait_s() if wait is None else wait
+    wait = settings.single_flight_s() if wait is None else wait
     key = cache.keys.claim(slot, digest)
     deadline, t0, holder = time.monotonic() + wait, time.monotonic(), None
     while True:

@@ -7,9 +7,9 @@ newest records name, last use the newest of the commit time and the hosts' ``use
 """
 from __future__ import annotations
 
+from .. import settings
 from ..errors import CacheBusyError, ReuseError
 from ..store import evict, namespaces, usage
-from ..store.cache import default_lease_s
 from ..store.folder_store import busy, no_cache
 from . import budget, check as checking, client as clients, collect, location
 from .cache import BucketCache
@@ -76,7 +76,7 @@ class BucketStore:
         rows = budget.survey(self.cache, self.client, self.loc)
         total = sum(r.bytes for r in rows)
         out = {"root": self.location, "store": self.kind, "bytes": total, "free": None, "capacity": None,
-               "budget": None, "over_budget": False, "env": usage.ENV_MAX_BYTES}
+               "budget": None, "over_budget": False, "env": settings.MAX_BYTES}
         try:
             out["budget"] = usage.budget_for(self.location)
         except ReuseError as e:
@@ -112,7 +112,7 @@ class BucketStore:
         cleaned = []
         if not dry_run:
             for n in self.names():
-                cleaned += collect.collect(self.cache(n, lease_s=default_lease_s())).done
+                cleaned += collect.collect(self.cache(n, lease_s=settings.lease_s())).done
         rows = budget.enforce(self.cache, self.client, self.loc, budget_bytes, dry_run=dry_run)
         entries = [evict.Entry(r.name, r.bytes, r.last_use, "error" if r.error else r.action, r.error or r.why)
                    for r in sorted((r for r in rows if r.committed or r.error), key=lambda r: r.last_use or 0.0)]

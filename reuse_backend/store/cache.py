@@ -14,7 +14,8 @@ from pathlib import Path
 
 from ..errors import CacheBusyError, CorruptCacheError, ReuseError
 from ..storage import fsops
-from . import env_settings, evict, filesystems, readers, recovery, rootdirs, roots, run_lease, single_flight
+from .. import settings
+from . import evict, filesystems, readers, recovery, rootdirs, roots, run_lease, single_flight
 from .lock import WRITER_LOCK, LeaseFile, stray_lock_files
 from .reader import Snapshot, VersionReader
 from .transaction import RunInfo, Transaction
@@ -22,14 +23,6 @@ from .transaction import RunInfo, Transaction
 log = logging.getLogger("seedreuse")
 
 DEFAULT_BUDGET = 64 << 30
-DEFAULT_LEASE_S = 120.0
-ENV_LEASE = "SEEDREUSE_LEASE_S"
-ENV_GROUP_WRITABLE = "SEEDREUSE_GROUP_WRITABLE"
-
-
-def default_lease_s() -> float:
-    """The writer lease: ``SEEDREUSE_LEASE_S`` (seconds, > 0) or 120 s."""
-    return env_settings.seconds(ENV_LEASE, DEFAULT_LEASE_S)
 
 
 def list_caches(root) -> list[str]:
@@ -66,10 +59,10 @@ class Cache:
         self.root = Path(root)
         self.paths = roots.cache_paths(self.root, self.name)
         self.max_total_bytes = int(max_total_bytes)
-        self.lease_s = float(lease_s) if lease_s is not None else default_lease_s()
+        self.lease_s = float(lease_s) if lease_s is not None else settings.lease_s()
         # a heartbeat well inside the lease: 10 s, or a quarter of a shorter lease
         self.heartbeat_s = float(heartbeat_s) if heartbeat_s is not None else min(10.0, self.lease_s / 4)
-        group = os.environ.get(ENV_GROUP_WRITABLE) == "1"
+        group = settings.group_writable()
         # modes before the umask: workers of one group can recover each other's leftovers
         self.dir_mode, self.file_mode = (0o775, 0o664) if group else (0o755, 0o644)
         # set by the last snapshot() that found no version because the cache was removed while

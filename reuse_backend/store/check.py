@@ -11,6 +11,7 @@ import stat
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from .. import settings
 from ..errors import CacheBusyError, CorruptCacheError, InvalidCacheNameError, ReuseError
 from ..storage import fsops, serialize
 from . import manifest as mf
@@ -186,7 +187,7 @@ def check_root(root, *, repair: bool = False, lease_s: float = 120.0,
     (``max_bytes``, default ``SEEDREUSE_MAX_BYTES``). Repair finishes evictions, removes stale
     leases and empty folders; it never touches a cache or a foreign entry."""
     try:
-        budget = max_bytes if max_bytes is not None else usage.budget_from_env()
+        budget = max_bytes if max_bytes is not None else settings.max_bytes()
     except ReuseError as e:
         return [Problem("invalid_budget", str(root), e.message, e.fix)]
 

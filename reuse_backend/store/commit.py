@@ -19,25 +19,17 @@ import time
 
 from ..errors import CacheBusyError, CorruptCacheError, TransactionError
 from ..storage import fsops
-from . import env_settings, evict, manifest as mf
+from .. import settings
+from . import evict, manifest as mf
 from . import rebase, recovery
 
 log = logging.getLogger("seedreuse")
 
-ENV_COMMIT_WAIT = "SEEDREUSE_COMMIT_WAIT_S"
-
-
-def commit_wait_s(lease_s: float) -> float:
-    """How long a commit waits for the writer lock: ``SEEDREUSE_COMMIT_WAIT_S`` or the lease plus
-    60 s (a dead committer's lock is broken after its lease; a live commit takes seconds)."""
-    return env_settings.seconds(ENV_COMMIT_WAIT, lease_s + 60.0)
-
-
 def take_lock(tx) -> None:
-    """The writer lock, waiting at most commit_wait_s(): a commit of another run takes
+    """The writer lock, waiting at most settings.commit_wait_s(): a commit of another run takes
     seconds; a dead committer's lock is broken once provably dead or past its lease. What was
     broken on the way, by this run or by another one meanwhile, goes to ``tx.recovered``."""
-    wait = commit_wait_s(tx.cache.lease_s)
+    wait = settings.commit_wait_s(tx.cache.lease_s)
     deadline, delay = time.monotonic() + wait, 0.02
     while True:
         lock = tx.cache.writer_lock(tx.run.run_id)
@@ -49,7 +41,7 @@ def take_lock(tx) -> None:
                 raise CacheBusyError(
                     f"cache '{tx.cache.name}': run {tx.run.run_id} waited {wait:g} s to commit and the "
                     f"writer lock is still held: {e.message}", expected="the writer lock within the wait",
-                    actual=e.actual, fix=f"raise {ENV_COMMIT_WAIT} (seconds) if commits take that long; "
+                    actual=e.actual, fix=f"raise {settings.COMMIT_WAIT_S} (seconds) if commits take that long; "
                     f"{e.fix}", details=e.details) from None
         finally:
             tx.recovered += [b for b in lock.broke if b not in tx.recovered]

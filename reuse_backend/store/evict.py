@@ -47,6 +47,7 @@ import uuid
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from .. import settings
 from ..errors import CacheBusyError, ReuseError, StorageFullError
 from . import readers, recovery, rootdirs, roots, run_lease, usage
 from .lock import LeaseFile, describe, lock_status, stray_lock_files
@@ -312,7 +313,7 @@ def make_room(cache, need_bytes: int) -> list[str]:
     in use, until the free space grew by ``need_bytes`` (see below) and the root is within
     budget. Names evicted."""
     try:
-        budget = usage.budget_from_env()
+        budget = settings.max_bytes()
     except ReuseError as e:
         log.warning("seedreuse: %s", e.message)
         return []
@@ -364,19 +365,19 @@ def storage_full(cache, exc: OSError, during: str) -> StorageFullError:
     free = (f"{s['free']} bytes free of {s['capacity']}" if s["free"] is not None
             else "free space unknown") + f"; the root holds {s['bytes']} bytes"
     try:
-        budget = usage.budget_from_env()
+        budget = settings.max_bytes()
     except ReuseError:
         budget = None
     if budget is None:
-        free += f"; no budget ({usage.ENV_MAX_BYTES} is not set)"
-        fix = (f"set {usage.ENV_MAX_BYTES} (e.g. 80% of the disk) so least recently used caches are "
+        free += f"; no budget ({settings.MAX_BYTES} is not set)"
+        fix = (f"set {settings.MAX_BYTES} (e.g. 80% of the disk) so least recently used caches are "
                f"evicted, or free space on {cache.root} (python -m reuse_backend --root {cache.root} "
                "list shows the caches; clear NAME --yes removes one), or point SEEDREUSE_CACHE_ROOT at "
                "a larger disk, then rerun")
     else:
-        free += f"; budget {budget} bytes ({usage.ENV_MAX_BYTES})"
+        free += f"; budget {budget} bytes ({settings.MAX_BYTES})"
         fix = (f"every cache that could be evicted was (the rest is in use, or the disk is too full even "
-               f"for an eviction's lock file); lower {usage.ENV_MAX_BYTES} "
+               f"for an eviction's lock file); lower {settings.MAX_BYTES} "
                f"below the disk's free capacity, free space on {cache.root}, or point "
                "SEEDREUSE_CACHE_ROOT at a larger disk, then rerun")
     return StorageFullError(

@@ -7,6 +7,7 @@ from __future__ import annotations
 import hashlib
 import os
 
+from .. import settings
 from ..errors import CorruptCacheError
 
 SPARSE_MIN_BYTES = 16 << 20     # smaller files are never judged sparse (metadata-sized rounding)
@@ -47,7 +48,7 @@ def check_loadable(name: str, fname: str, st: os.stat_result) -> None:
     size = st.st_size
     allocated = getattr(st, "st_blocks", None)
     if allocated is not None and size > SPARSE_MIN_BYTES and allocated * 512 < size // 2 \
-            and os.environ.get("SEEDREUSE_ALLOW_SPARSE") != "1":
+            and not settings.allow_sparse():
         raise corrupt(name, f"{fname} is a sparse file: it claims {size} bytes but only "
                             f"{allocated * 512} are allocated on disk",
                       expected="a file written by SeedReuse (fully allocated)",

@@ -10,9 +10,10 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from .. import settings
 from ..errors import CacheBusyError, NoCommittedCacheError, ReuseError
 from . import check as checking, evict, namespaces, roots, usage
-from .cache import Cache, committed_caches, default_lease_s, list_caches
+from .cache import Cache, committed_caches, list_caches
 
 
 class FolderStore:
@@ -39,7 +40,7 @@ class FolderStore:
 
     def in_use(self, name: str) -> str | None:
         try:
-            return evict.in_use(self.root, name, default_lease_s())
+            return evict.in_use(self.root, name, settings.lease_s())
         except OSError as e:
             return f"unknown ({e.strerror})"
 
@@ -66,9 +67,9 @@ class FolderStore:
     def summary(self) -> dict:
         s = usage.root_summary(self.root)
         out = {"root": self.location, "store": self.kind, "bytes": s["bytes"], "free": s["free"],
-               "capacity": s["capacity"], "budget": None, "over_budget": False, "env": usage.ENV_MAX_BYTES}
+               "capacity": s["capacity"], "budget": None, "over_budget": False, "env": settings.MAX_BYTES}
         try:
-            out["budget"] = usage.budget_from_env()
+            out["budget"] = settings.max_bytes()
         except ReuseError as e:
             out["budget_error"] = e.to_dict()
         out["over_budget"] = out["budget"] is not None and s["bytes"] > out["budget"]
@@ -82,10 +83,10 @@ class FolderStore:
         return rel if not rel.startswith("..") else os.path.basename(path)
 
     def check(self, name: str, *, repair: bool = False) -> list:
-        return checking.check(self.root, name, repair=repair, lease_s=default_lease_s())
+        return checking.check(self.root, name, repair=repair, lease_s=settings.lease_s())
 
     def check_root(self, *, repair: bool = False) -> list:
-        return checking.check_root(self.root, repair=repair, lease_s=default_lease_s())
+        return checking.check_root(self.root, repair=repair, lease_s=settings.lease_s())
 
     def delete(self, name: str) -> int:
         """The cache browser's delete: the safe eviction; returns the bytes freed."""
@@ -93,7 +94,7 @@ class FolderStore:
         if os.path.islink(current) or not os.path.isdir(current):
             raise no_cache(name)
         freed = usage.tree_size(current)
-        ok, why = evict.evict_cache_when_readers_leave(self.root, name, lease_s=default_lease_s())
+        ok, why = evict.evict_cache_when_readers_leave(self.root, name, lease_s=settings.lease_s())
         if not ok:
             if why == "no committed version":
                 raise no_cache(name)
@@ -101,7 +102,7 @@ class FolderStore:
         return freed
 
     def gc(self, budget: int | None, *, dry_run: bool = False):
-        return evict.enforce(self.root, budget, lease_s=default_lease_s(), dry_run=dry_run)
+        return evict.enforce(self.root, budget, lease_s=settings.lease_s(), dry_run=dry_run)
 
 
 def no_cache(name: str) -> NoCommittedCacheError:

@@ -16,14 +16,15 @@ import argparse
 import json
 import time
 
+from .. import settings
 from ..errors import ReuseError
 from . import evict, namespaces, roots, usage
 
 
 def add_parser(sub) -> None:
     sp = sub.add_parser("gc", help="evict least recently used caches until the root is within its budget")
-    sp.add_argument("--root", default=argparse.SUPPRESS, help=f"cache root (default: ${roots.ENV_ROOT})")
-    sp.add_argument("--max-bytes", help=f"the budget, e.g. 500M or 20G (default: ${usage.ENV_MAX_BYTES})")
+    sp.add_argument("--root", default=argparse.SUPPRESS, help=f"cache root (default: ${settings.CACHE_ROOT})")
+    sp.add_argument("--max-bytes", help=f"the budget, e.g. 500M or 20G (default: ${settings.MAX_BYTES})")
     sp.add_argument("--dry-run", action="store_true", help="print what would be evicted and why; change nothing")
     sp.add_argument("--json", action="store_true", help="print the report as JSON")
 
@@ -43,7 +44,7 @@ def when(ts) -> str:
 
 
 def text_report(rep: evict.Report) -> str:
-    budget = human(rep.budget) if rep.budget is not None else f"none (set --max-bytes or {usage.ENV_MAX_BYTES})"
+    budget = human(rep.budget) if rep.budget is not None else f"none (set --max-bytes or {settings.MAX_BYTES})"
     verb = {"evicted": "evicted", "would_evict": "would evict", "skipped": "kept (in use)",
             "keep": "kept", "error": "FAILED"}
     lines = [f"{rep.root}: {human(rep.bytes_before)} allocated, budget {budget}"
@@ -65,7 +66,7 @@ def _bucket_store(url: str):
 
 def run(args, root, lease_s: float) -> int:
     try:
-        budget = usage.parse_bytes(args.max_bytes, what="--max-bytes") if args.max_bytes else usage.budget_from_env()
+        budget = settings.parse_bytes(args.max_bytes, what="--max-bytes") if args.max_bytes else settings.max_bytes()
     except ReuseError as e:
         print(json.dumps({"error": e.to_dict()}, indent=1) if args.json else f"error: {e}")
         return 2

@@ -6,11 +6,11 @@ containers sharing a host name are not comparable); elsewhere only the lease dec
 from __future__ import annotations
 
 import os
-import socket
+import platform
 
 
 def hostname() -> str:
-    return socket.gethostname()
+    return platform.node()
 
 
 def pid_start(pid: int) -> int | None:

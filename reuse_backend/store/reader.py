@@ -24,6 +24,7 @@ import os
 import stat
 import time
 
+from .. import settings
 from ..errors import CorruptCacheError, NoCommittedCacheError, TransactionError
 from ..storage import fsops, serialize, skeleton
 from ..storage.pinned_file import open_pinned
@@ -303,7 +304,7 @@ class Snapshot:
         # the sha256 pass is a second read of the file, so by default it is left to check()
         # (SEEDREUSE_VERIFY_ON_LOAD=1 turns it on for every load).
         if verify is None:
-            verify = os.environ.get("SEEDREUSE_VERIFY_ON_LOAD") == "1"
+            verify = settings.verify_on_load()
         if verify and not self.file_hash_ok(fname):
             raise corrupt(self.name, f"{fname} does not match its recorded sha256",
                            expected=self.manifest["files"][fname]["sha256"], actual="other content")

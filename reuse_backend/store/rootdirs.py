@@ -23,6 +23,7 @@ import os
 import uuid
 from pathlib import Path
 
+from .. import settings
 from ..storage import fsops
 from . import readers, roots, usage
 from .lock import BROKEN_TAG, NEW_TAG, RELEASE_TAG
@@ -192,6 +193,6 @@ def budget_finding(root, budget: int | None) -> list[tuple[str, str, str, str]]:
         return []
     return [("root_over_budget", str(root),
              f"the root holds {total} allocated bytes, over its budget of {budget} "
-             f"({usage.ENV_MAX_BYTES})",
+             f"({settings.MAX_BYTES})",
              f"python -m reuse_backend --root {root} gc (evicts the least recently used caches "
              "not in use); what is in use stays until it is released")]

@@ -34,20 +34,12 @@ import uuid
 
 from ..errors import CacheBusyError, CorruptCacheError
 from ..storage import fsops
-from . import env_settings, manifest as mf, roots, run_lease
+from .. import settings
+from . import manifest as mf, roots, run_lease
 from .lock import CLAIM, LeaseFile
 from .reader import open_version_dir
 
 log = logging.getLogger("seedreuse")
-
-ENV_WAIT = "SEEDREUSE_SINGLE_FLIGHT_S"
-DEFAULT_WAIT_S = 300.0
-
-
-def wait_s() -> float:
-    """The longest wait for another run's encoding of the same slot key (0: no single flight)."""
-    return env_settings.seconds(ENV_WAIT, DEFAULT_WAIT_S, allow_zero=True)
-
 
 def _stem(cache, slot: str, digest: str):
     roots.validate_slot_name(slot)
@@ -170,7 +162,7 @@ def claim(cache, slot: str, digest: str, run_id: str, *, wait: float | None = No
     """Take the claim of (slot, key digest), waiting while a live run of another worker holds it
     and has not published its encoding yet (bounded, see the module docstring). ``on_wait()``
     runs at every poll (an interrupt check)."""
-    wait = wait_s() if wait is None else wait
+    wait = settings.single_flight_s() if wait is None else wait
     path = claim_path(cache, slot, digest)
     deadline, t0, holder = time.monotonic() + wait, time.monotonic(), None
     while True:
@@ -188,7 +180,7 @@ def claim(cache, slot: str, digest: str, run_id: str, *, wait: float | None = No
                 return Claimed(cache, slot, digest, None, holder, time.monotonic() - t0, entry)
             if time.monotonic() >= deadline:
                 log.info("seedreuse: cache '%s' slot '%s': gave up waiting %.0f s for run %s (%s); encoding",
-                         cache.name, slot, wait, holder.get("run_id"), ENV_WAIT)
+                         cache.name, slot, wait, holder.get("run_id"), settings.SINGLE_FLIGHT_S)
                 return Claimed(cache, slot, digest, None, holder, time.monotonic() - t0)
         if on_wait is not None:
             on_wait()

@@ -23,6 +23,7 @@ import torch
 from tests import tier_gate
 from tests.backend.storehelp import (REPO_ROOT, OpHook, cache_marker, continue_stopped, copy_root, entries,
                                      snapshot_marker, write_version)
+from reuse_backend import settings
 from reuse_backend.cli import main as cli
 from reuse_backend.errors import InvalidRequestError, StorageFullError
 from reuse_backend.store import Cache, RunInfo, evict, readers, usage
@@ -34,7 +35,7 @@ CTX = multiprocessing.get_context("fork")
 
 @pytest.fixture(autouse=True)
 def _no_budget(monkeypatch):
-    monkeypatch.delenv(usage.ENV_MAX_BYTES, raising=False)
+    monkeypatch.delenv(settings.MAX_BYTES, raising=False)
 
 
 def _commit_all(root, names, start_mtime=1000):
@@ -50,14 +51,14 @@ def _size(root, name):
 
 
 def test_parse_bytes():
-    assert usage.parse_bytes("1048576") == 1 << 20
-    assert usage.parse_bytes("500M") == 500 << 20
-    assert usage.parse_bytes("20G") == 20 << 30
-    assert usage.parse_bytes("1.5k") == 1536
-    assert usage.parse_bytes("2GiB") == 2 << 30
+    assert settings.parse_bytes("1048576") == 1 << 20
+    assert settings.parse_bytes("500M") == 500 << 20
+    assert settings.parse_bytes("20G") == 20 << 30
+    assert settings.parse_bytes("1.5k") == 1536
+    assert settings.parse_bytes("2GiB") == 2 << 30
     for bad in ("", "abc", "0", "-1", "5X", "1e9", True):
         with pytest.raises(InvalidRequestError) as ei:
-            usage.parse_bytes(bad)
+            settings.parse_bytes(bad)
         assert "500M" in ei.value.fix
 
 
@@ -100,7 +101,7 @@ def test_budget_holds_after_every_commit(tmp_path, monkeypatch):
     one = usage.root_size(root)
     Cache(root, "probe").clear()
     budget = int(2.5 * one)
-    monkeypatch.setenv(usage.ENV_MAX_BYTES, str(budget))
+    monkeypatch.setenv(settings.MAX_BYTES, str(budget))
     names = [f"c{i}" for i in range(6)]
     for i, n in enumerate(names):
         write_version(Cache(root, n), i + 1)
@@ -114,11 +115,11 @@ def test_budget_holds_after_every_commit(tmp_path, monkeypatch):
 
 def test_a_budget_failure_never_fails_the_commit(tmp_path, monkeypatch, caplog):
     root = str(tmp_path)
-    monkeypatch.setenv(usage.ENV_MAX_BYTES, "nonsense")
+    monkeypatch.setenv(settings.MAX_BYTES, "nonsense")
     with caplog.at_level(logging.WARNING, logger="seedreuse"):
         write_version(Cache(root, "a"), 1)
     assert cache_marker(Cache(root, "a")) == 1 and "budget enforcement" in caplog.text
-    monkeypatch.setenv(usage.ENV_MAX_BYTES, "1")
+    monkeypatch.setenv(settings.MAX_BYTES, "1")
 
     def broken(*a, **k):
         raise OSError(errno.EIO, "injected")
@@ -451,7 +452,7 @@ def tmpfs(tmp_path):
 
 def test_enospc_evicts_least_recently_used_and_retries_the_write(tmpfs, monkeypatch):
     root = str(tmpfs)
-    monkeypatch.setenv(usage.ENV_MAX_BYTES, "1G")          # far above the disk: ENOSPC comes first
+    monkeypatch.setenv(settings.MAX_BYTES, "1G")          # far above the disk: ENOSPC comes first
     five = 5 << 20
     for i, n in enumerate(["a", "b", "c"]):               # 15 MiB of 20
         _big_version(Cache(root, n), i + 1, five)
@@ -493,7 +494,7 @@ def test_fake_enospc_once_is_retried_after_an_eviction(tmp_path, monkeypatch):
     """The same path through the fsops hook (any machine): one ENOSPC, a goes, the write is retried."""
     root = str(tmp_path)
     _commit_all(root, ["a"])
-    monkeypatch.setenv(usage.ENV_MAX_BYTES, "1G")
+    monkeypatch.setenv(settings.MAX_BYTES, "1G")
     monkeypatch.setattr(usage, "disk_free", lambda r: (0, 1) if os.path.isdir(os.path.join(r, "a")) else (1 << 30, 1 << 31))
     fired = []
 

@@ -19,6 +19,7 @@ import sys
 import pytest
 
 from tests.backend.storehelp import REPO_ROOT, cache_marker, write_version
+from reuse_backend import settings
 from reuse_backend.store import Cache, evict, list_caches, usage
 from reuse_backend.store.check import check, check_root
 
@@ -62,7 +63,7 @@ def test_two_hosts_under_a_budget(tmp_path, host_roots, monkeypatch):
     write_version(Cache(probe, "p"), 1)
     version = usage.tree_size(probe / "p")            # one version's allocated bytes
     budget = 3 * version + usage.root_size(probe) - version
-    env = {**os.environ, "PYTHONPATH": str(REPO_ROOT), usage.ENV_MAX_BYTES: str(budget)}
+    env = {**os.environ, "PYTHONPATH": str(REPO_ROOT), settings.MAX_BYTES: str(budget)}
     procs = []
     for seed, (root, host) in enumerate(zip(roots_, ("hostA", "hostB")), start=1):
         cmd = [sys.executable, "-m", "tests.backend.budget_worker", str(root), str(seed),
@@ -86,7 +87,7 @@ def test_two_hosts_under_a_budget(tmp_path, host_roots, monkeypatch):
     written = sum(r["writes"] for r in results)
     kept = list_caches(shared)
     assert written > len(NAMES) and len(kept) < len(NAMES)   # evictions really happened
-    monkeypatch.setenv(usage.ENV_MAX_BYTES, str(budget))
+    monkeypatch.setenv(settings.MAX_BYTES, str(budget))
     rep = evict.enforce(shared, budget)
     assert not rep.over_budget and usage.root_size(shared) <= budget, rep.to_dict()
     for n in list_caches(shared):

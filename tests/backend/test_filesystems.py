@@ -14,6 +14,7 @@ import sys
 
 import pytest
 
+from reuse_backend import settings
 from reuse_backend.errors import UnsupportedFilesystemError
 from reuse_backend.storage import fsops
 from reuse_backend.store import Cache
@@ -115,7 +116,7 @@ def test_refused_filesystems(tmp_path, monkeypatch, fstype, word):
     assert ei.value.details["filesystem"] == fstype and ei.value.fix
     with pytest.raises(UnsupportedFilesystemError):
         Cache(tmp_path, "c").snapshot()             # readers too: they could be served a stale version
-    monkeypatch.setenv(fsys.ENV_TRUSTED, fstype)   # an operator who probed it with --peer
+    monkeypatch.setenv(settings.TRUSTED_FILESYSTEM, fstype)   # an operator who probed it with --peer
     fsys.reset_cache()
     Cache(tmp_path, "c").begin().discard()
 

@@ -9,6 +9,7 @@ import os
 import pytest
 
 from tests.backend.storehelp import cache_marker, write_version
+from reuse_backend import settings
 from reuse_backend.cli import main as cli
 from reuse_backend.errors import InvalidRequestError
 from reuse_backend.store import Cache, usage
@@ -18,15 +19,15 @@ from reuse_backend.store.check import check_root
 
 @pytest.fixture(autouse=True)
 def _env(monkeypatch):
-    monkeypatch.delenv(usage.ENV_MAX_BYTES, raising=False)
-    monkeypatch.delenv(ns.ENV_SHARED, raising=False)
+    monkeypatch.delenv(settings.MAX_BYTES, raising=False)
+    monkeypatch.delenv(settings.SHARED_NAMESPACE, raising=False)
 
 
 def test_user_root_layout_and_shared_setting(tmp_path, monkeypatch):
     assert ns.user_root(tmp_path, None) == tmp_path
     alice = ns.user_root(tmp_path, "alice_1b2c")
     assert alice == tmp_path / ".users" / "alice_1b2c" and alice.is_dir()
-    monkeypatch.setenv(ns.ENV_SHARED, "1")
+    monkeypatch.setenv(settings.SHARED_NAMESPACE, "1")
     assert ns.user_root(tmp_path, "alice_1b2c") == tmp_path
 
 
@@ -150,11 +151,11 @@ def test_automatic_caches_have_their_own_folder_and_always_a_budget(tmp_path, mo
     write_version(Cache(tmp_path, "named"), 3)                # a named root stays unbounded
     write_version(Cache(tmp_path, "named2"), 4)
     assert (tmp_path / "named").is_dir() and (tmp_path / "named2").is_dir()
-    monkeypatch.setenv(usage.ENV_MAX_BYTES, "7G")             # the operator's budget applies to both
+    monkeypatch.setenv(settings.MAX_BYTES, "7G")             # the operator's budget applies to both
     assert usage.budget_for(auto) == usage.budget_for(tmp_path) == 7 << 30
-    assert usage.auto_budget_source() == (7 << 30, usage.ENV_MAX_BYTES)
+    assert usage.auto_budget_source() == (7 << 30, settings.MAX_BYTES)
     # and evicts in both alike: least recently used first, never the cache that just committed
-    monkeypatch.setenv(usage.ENV_MAX_BYTES, str(int(1.5 * one)))
+    monkeypatch.setenv(settings.MAX_BYTES, str(int(1.5 * one)))
     for old in (tmp_path / "named", tmp_path / "named2", auto / "auto-two"):
         os.utime(old, (1000, 1000))
     write_version(Cache(tmp_path, "named3"), 5)

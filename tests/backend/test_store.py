@@ -17,6 +17,7 @@ from tests.backend.storehelp import (
     write_version,
 )
 
+from reuse_backend import settings
 from reuse_backend.store import manifest as mf
 from reuse_backend.store import roots
 from reuse_backend.cli import main as cli
@@ -334,13 +335,13 @@ def test_cache_url_other_than_s3_is_refused(tmp_path, monkeypatch, value):
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("SEEDREUSE_CACHE_URL", value)
     with pytest.raises(InvalidRequestError) as ei:
-        roots.cache_url()
+        settings.cache_url()
     assert "s3://" in ei.value.fix and "SEEDREUSE_CACHE_ROOT" in ei.value.fix
     assert cli(["list"]) == 2 and os.listdir(tmp_path) == []
     monkeypatch.setenv("SEEDREUSE_CACHE_URL", " s3://bucket/prefix ")
-    assert roots.cache_url() == "s3://bucket/prefix"
+    assert settings.cache_url() == "s3://bucket/prefix"
     monkeypatch.setenv("SEEDREUSE_CACHE_URL", "")
-    assert roots.cache_url() is None
+    assert settings.cache_url() is None
 
 
 def test_cli(tmp_path, capsys):

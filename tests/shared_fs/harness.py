@@ -31,6 +31,7 @@ from seedreuse_lab import graphs
 from seedreuse_lab.graphs import T2V
 from seedreuse_lab.reuse_graphs import t2v_reuse
 from seedreuse_lab.worker import _quiet
+from reuse_backend import settings
 from reuse_backend.errors import ReuseError
 from reuse_backend.store import Cache, RunInfo, committed_caches, filesystems
 
@@ -439,16 +440,16 @@ class trusted_fs:
         self.fstype = filesystems.mount_of(mount)[1]
 
     def __enter__(self):
-        self.before = os.environ.get(filesystems.ENV_TRUSTED)
-        os.environ[filesystems.ENV_TRUSTED] = self.fstype
+        self.before = os.environ.get(settings.TRUSTED_FILESYSTEM)
+        os.environ[settings.TRUSTED_FILESYSTEM] = self.fstype
         filesystems.reset_cache()
         return self
 
     def __exit__(self, *exc):
         if self.before is None:
-            os.environ.pop(filesystems.ENV_TRUSTED, None)
+            os.environ.pop(settings.TRUSTED_FILESYSTEM, None)
         else:
-            os.environ[filesystems.ENV_TRUSTED] = self.before
+            os.environ[settings.TRUSTED_FILESYSTEM] = self.before
         filesystems.reset_cache()
 
 
@@ -477,11 +478,11 @@ def run_profile(profile, out_dir: Path, models_dir: Path, *, requests: int = 8, 
         if trusted:
             override = trusted_fs(env.hosts[0].mount).__enter__()
             res["trusted"] = override.fstype
-            log(f"  refusal lifted: {filesystems.ENV_TRUSTED}={override.fstype}")
+            log(f"  refusal lifted: {settings.TRUSTED_FILESYSTEM}={override.fstype}")
         if measure:
             if refused:      # the pack's own I/O on this root only exists under the override
                 with trusted_fs(env.hosts[0].mount) as t:
-                    res["measured_with"] = f"{filesystems.ENV_TRUSTED}={t.fstype}"
+                    res["measured_with"] = f"{settings.TRUSTED_FILESYSTEM}={t.fstype}"
                     res["io"] = measure_io(env, log=log)
                     res["commit"] = measure_commit(env, log=log)
             else:
@@ -489,7 +490,7 @@ def run_profile(profile, out_dir: Path, models_dir: Path, *, requests: int = 8, 
                 res["commit"] = measure_commit(env, log=log)
         fleet = SharedFleet(env, out_dir / "workers", models_dir, per_host=(0, 1) if refused else (2, 1),
                             extra_env={**(worker_env or {}),
-                                       **({filesystems.ENV_TRUSTED: override.fstype} if override else {})})
+                                       **({settings.TRUSTED_FILESYSTEM: override.fstype} if override else {})})
         try:
             fleet.start()
             log(f"  started {len(fleet.workers)} workers in {fleet.start_seconds} s")
