@@ -211,6 +211,12 @@ def s3_timeout_s() -> float:
     return seconds(S3_TIMEOUT_S, DEFAULT_S3_TIMEOUT_S)
 
 
+def aws_attempts() -> int:
+    """Attempts per object-store request: ``AWS_MAX_ATTEMPTS`` (a positive integer) or 5."""
+    text = raw("AWS_MAX_ATTEMPTS")
+    return int(text) if text.isdigit() and int(text) > 0 else DEFAULT_AWS_ATTEMPTS
+
+
 def aws_retries() -> tuple[dict, str]:
     """(botocore's ``retries`` config, how the attempts are set, for messages): the pack's
     defaults (standard mode, 5 attempts) where ``AWS_RETRY_MODE`` / ``AWS_MAX_ATTEMPTS`` are unset."""

@@ -173,7 +173,7 @@ def _dead_claims(cache) -> list[tuple[str, str]]:
 
 def _abort_uploads(cache, live_runs: set) -> list[str]:
     done = []
-    for key, upload_id in cache.client.multipart_uploads(cache.keys.data_prefix):
+    for key, upload_id, _initiated in cache.client.multipart_uploads(cache.keys.data_prefix):
         parts = cache.keys.parse_data(key)
         if parts is not None and parts[0] not in live_runs:
             cache.client.abort_upload(key, upload_id)

@@ -100,7 +100,7 @@ def run(client: Client, loc) -> list[dict]:
     """[{check, ok, detail}], cleaning up what it wrote."""
     base = f"{loc.prefix}.seedreuse-probe/{uuid.uuid4().hex}/"
     out = []
-    racers = [Client(client.bucket) for _ in range(8)]      # independent connections and sessions
+    racers = [client.twin() for _ in range(8)]      # independent connections and sessions
     try:
         for check, fn in (("create race", lambda: next((r for r in (_race(client, racers, f"{base}race{i}")
                                                                      for i in range(3)) if r), None)),

@@ -1,4 +1,5 @@
-"""Fixtures of the object-store tier: one real Ceph RGW per session (tests/object_store/rgw.py).
+"""Fixtures of the object-store tier: one real Ceph RGW per session (tests/object_store/rgw.py),
+and ``bucket``: the same test on the in-memory double (the fast lane) and on RGW.
 
 Where CI=true, a missing prerequisite (not root, apt-get failing) fails the run; elsewhere the
 tests skip and say what is missing. As root with apt-get available, Debian's ``radosgw``,
@@ -12,11 +13,12 @@ import uuid
 
 import pytest
 
-from reuse_backend.bucket import client as clients, probe
+from reuse_backend.bucket import client as clients, location, probe
 from tests import tier_gate
 
 from . import rgw as rgw_mod
 from .fault_proxy import FaultProxy
+from .memory_bucket import MemoryS3
 
 
 def _require(why: str) -> None:
@@ -88,3 +90,58 @@ def gateway(rgw):
     finally:
         rgw.ensure_gateway()
         clients.forget_clients()
+
+
+class BucketUnderTest:
+    """One test's prefix on the in-memory double (``kind == "memory"``: the fast lane) or on the
+    session's RGW (``"rgw"``: the proof): its URL, a raw client for the test's own hand (planting
+    what a stranger writes, wiping the prefix), and the clock."""
+
+    def __init__(self, kind: str, url: str, mem=None, rgw=None):
+        self.kind, self.url, self.mem, self.rgw = kind, url, mem, rgw
+        self.loc = location.parse(url)
+
+    @property
+    def client(self):
+        return clients.for_bucket(self.loc.bucket)
+
+    def plant(self, key: str, body: bytes) -> None:
+        self.client.put(key, body)
+
+    def keys(self, prefix: str | None = None) -> set[str]:
+        objs, _ = self.client.list(self.loc.prefix if prefix is None else prefix)
+        return {o.key for o in objs}
+
+    def wipe(self) -> int:
+        """Delete every object under the prefix, as an operator or a lifecycle rule would."""
+        gone = sorted(self.keys())
+        if gone:
+            self.client.delete_many(gone)
+        return len(gone)
+
+
+def _on_the_double(request):
+    mem = MemoryS3()
+    name = f"mem-{uuid.uuid4().hex[:12]}"
+    mem.install(name)
+    try:
+        yield BucketUnderTest("memory", f"s3://{name}/{request.node.originalname[:40]}", mem=mem)
+    finally:
+        mem.uninstall()
+
+
+@pytest.fixture(params=["memory", "rgw"])
+def bucket(request):
+    """A fresh prefix on the in-memory double (tests/object_store/memory_bucket.py; the backend
+    tier: tests/conftest.py puts these in the fast lane) and on the real RGW (this tier)."""
+    if request.param == "rgw":
+        yield BucketUnderTest("rgw", request.getfixturevalue("bucket_url"), rgw=request.getfixturevalue("rgw"))
+        return
+    yield from _on_the_double(request)
+
+
+@pytest.fixture(params=["memory"])
+def memory_bucket(request):
+    """A fresh prefix on the in-memory double only (the fast lane): for a test whose RGW twin is
+    elsewhere in this tier."""
+    yield from _on_the_double(request)
