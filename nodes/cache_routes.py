@@ -6,7 +6,7 @@ GET  /seedreuse/budget                   that user's root: allocated bytes, budg
 GET  /seedreuse/caches/{name}/result     the latest take's saved output video (``?take=k``: kept take
                                          k's), streamed from the pinned snapshot (Range: one byte range)
 POST /seedreuse/caches/{name}/check      check() of that cache (the CLI's ``check NAME``)
-POST /seedreuse/caches/{name}/delete     ``{"confirm": name}``: the safe eviction (evict.evict_cache)
+POST /seedreuse/caches/{name}/delete     ``{"confirm": name}``: the store's delete (the safe eviction)
 
 Invariants: every route resolves caches under the requesting user's root only
 (users.root_of_request; never host.cache_root() directly), takes cache names (validated by

@@ -102,7 +102,7 @@ class _EncodeOrReuse(io.ComfyNode):
 
     @classmethod
     def _single_flight(cls, ctx, session, slot, key, d):
-        """Before encoding (store/single_flight.py): claim the slot key; while a live run of another
+        """Before encoding (store/claim.py): claim the slot key; while a live run of another
         worker holds the claim (it encodes this very key), wait for its encoding, bounded:
         - the holder published its encoding (an entry, as soon as its encoder ran): use it, and
           stage it as this run's own (``adopted``), so this run's commit publishes it too;
@@ -115,7 +115,7 @@ class _EncodeOrReuse(io.ComfyNode):
         cache = ctx.cache(*k)
         uid = cls.hidden.unique_id
         got = cache.claim(slot, key.digest, ctx.run_id, on_wait=host.throw_if_interrupted)
-        if got.lock is not None:
+        if got.held:
             ctx.claims[uid] = got
         if got.waited_for is None and got.entry is None:
             return d

@@ -1,19 +1,15 @@
-"""The caches of one namespace on a bucket, their sizes and last uses, and the size budget.
+"""The caches of one namespace on a bucket, their sizes and last uses, and the size budget on a
+bucket (the policy, which and in which order, is store/budget.py's).
 
-``SEEDREUSE_MAX_BYTES`` applies to each namespace on its own, as on a folder (automatic caches
-always have one, store/usage.py). After every commit the namespace's caches are surveyed (one
-LIST of the namespace, the newest record and the ``used/`` markers of each cache) and the least
-recently used are cleared until the namespace is within budget: a ``cleared`` record, then a
-collection. Last use = the newest record's time or a host's last hit (``used/<host id>``, written
-at most once a minute per host).
+After every commit the namespace's caches are surveyed (one LIST of the namespace, the newest
+record and the ``used/`` markers of each cache) and the least recently used are cleared until the
+namespace is within budget: a ``cleared`` record, then a collection. Last use = the newest
+record's time or a host's last hit (``used/<host id>``, written at most once a minute per host).
+In use (the policy skips it): a live run or reader lease. Clearing is a record like any other, so a
+run that commits over it rebases onto "nothing" and publishes its own complete version.
 
-Invariant (never under a user): a cache with a live run or reader lease is skipped, and so is the
-cache that just committed; clearing is a record like any other, so a run that commits over it
-rebases onto "nothing" and publishes its own complete version.
-
-What this does not guarantee: the budget is a target (what is in flight or in use can keep a
-namespace over it); sizes count each data object a newest record names once per cache, and
-objects waiting for collection are not counted.
+What this does not guarantee (besides store/budget.py's): sizes count each data object a newest
+record names once per cache, and objects waiting for collection are not counted.
 """
 from __future__ import annotations
 
@@ -22,7 +18,9 @@ import uuid
 from dataclasses import dataclass
 
 from ..errors import CorruptCacheError, ReuseError
-from ..store import lock_file, roots, usage
+from ..store import roots
+from ..store.budget import Entry, Report, budget_for, make_room
+from ..store.lease import describe
 from . import collect, leases, log as commit_log
 
 log = logging.getLogger("seedreuse")
@@ -36,12 +34,6 @@ class CacheInfo:
     bytes: int
     last_use: float | None
     error: str | None = None
-    action: str = "keep"
-    why: str = ""
-
-    @property
-    def last_used(self) -> float | None:      # the folder store's report field name (evict.py)
-        return self.last_use
 
 
 def list_caches(client, loc) -> list[str]:
@@ -88,53 +80,47 @@ def survey(open_cache, client, loc) -> list[CacheInfo]:
 
 def in_use(cache) -> str | None:
     """Why the cache is in use now (a live run or reader lease), in the folder store's words
-    (store/evict.py ``in_use``), or None. A look, not a hold: a run may begin right after it."""
+    (folder/evict.py ``in_use``), or None. A look, not a hold: a run may begin right after it."""
     runs, _ = leases.live(cache.client, cache.keys.lease_prefix, cache.lease_s)
     if runs:
-        return f"being written by {lock_file.describe(runs[0])}"
+        return f"being written by {describe(runs[0])}"
     readers, _ = leases.live(cache.client, cache.keys.reader_prefix, cache.lease_s)
     if not readers:
         return None
     return f"read by {len(readers)} reader(s) (host {readers[0].get('host')} pid {readers[0].get('pid')})"
 
 
-def enforce(open_cache, client, loc, budget: int | None, *, exclude=(), dry_run: bool = False) -> list[CacheInfo]:
-    """Clear least recently used caches until the namespace is within ``budget``."""
-    caches = survey(open_cache, client, loc)
-    total = sum(c.bytes for c in caches)
-    if budget is None:
-        return caches
-    for c in sorted((c for c in caches if c.committed), key=lambda c: c.last_use or 0.0):
-        if total <= budget:
-            break
-        if c.name in exclude:
-            c.action, c.why = "skipped", "just committed"
-            continue
-        cache = open_cache(c.name)
+def enforce(open_cache, client, loc, budget: int | None, *, exclude=(), dry_run: bool = False) -> Report:
+    """Clear least recently used caches until the namespace is within ``budget`` (store/budget.py's
+    policy); a cache is cleared by a record, then collected."""
+    entries = [Entry(r.name, r.bytes, r.last_use, "error" if r.error else "keep", r.error or "")
+               for r in survey(open_cache, client, loc) if r.committed or r.error]
+    total = sum(e.bytes for e in entries)
+
+    def evict(name: str) -> tuple[bool, str]:
+        cache = open_cache(name)
         busy = in_use(cache)
         if busy:
-            c.action, c.why = "skipped", busy
-            continue
-        c.action, c.why = ("would_evict" if dry_run else "evicted"), f"least recently used; {total} > {budget} bytes"
-        if not dry_run:
-            collect.publish_state(cache, "cleared", f"evict-{uuid.uuid4().hex}")
-            cache.tier.forget(cache.keys)
-            collect.collect(cache)
-        total -= c.bytes
-    return caches
+            return False, busy
+        collect.publish_state(cache, "cleared", f"evict-{uuid.uuid4().hex}")
+        cache.tier.forget(cache.keys)
+        collect.collect(cache)
+        return True, "cleared"
+
+    return make_room(Report(loc.url, budget, total, total, dry_run), entries, exclude=exclude,
+                     in_use=lambda name: in_use(open_cache(name)), evict=evict)
 
 
 def after_commit(cache, open_cache) -> None:
     """The budget of the namespace ``cache`` just committed to (``open_cache(name)``: a handle
     on another cache of the namespace)."""
     try:
-        budget = usage.budget_for(cache.root)
+        budget = budget_for(cache.root)
     except ReuseError as e:
         log.warning("seedreuse: %s", e.message)
         return
     if budget is None:
         return
-    done = enforce(open_cache, cache.client, cache.loc, budget, exclude={cache.name})
-    evicted = [c.name for c in done if c.action == "evicted"]
+    evicted = enforce(open_cache, cache.client, cache.loc, budget, exclude={cache.name}).evicted
     if evicted:
         log.info("seedreuse: namespace %s over its budget of %d bytes: evicted %s", cache.root, budget, evicted)

@@ -1,10 +1,10 @@
-"""One named cache on a bucket: the object store's side of the store interface.
+"""One named cache on a bucket: the object store's side of the store interface (interface.Cache).
 
-``BucketCache`` answers what the folder store's ``Cache`` answers (snapshot, begin, claim, clear,
-recover_leftovers, and the hooks a Transaction uses), so nodes/, media/ and the CLI never know
-which store serves them (reuse_backend/stores.py picks it from the location). Its keys are in
-location.py, its commit log in log.py/records.py, its runs in transaction.py/commit.py, its
-leases in leases.py, what is collected and when in collect.py, the local tier in local_tier.py.
+``BucketCache`` answers what a folder's cache answers (snapshot, begin, claim, clear,
+recover_leftovers, and the primitives the engine uses), so nodes/, media/ and the cache tool never
+know which medium serves them (reuse_backend/stores.py picks it from the location). Its keys are in
+location.py, its commit log in log.py/records.py, its commit in commit.py, its leases in leases.py,
+its claims in claims.py, what is collected and when in collect.py, the local tier in local_tier.py.
 """
 from __future__ import annotations
 
@@ -15,17 +15,19 @@ import threading
 import time
 import uuid
 
+from .. import settings
 from ..errors import CacheBusyError, CorruptCacheError, ReuseError, StorageFullError
 from ..storage import fsops
-from .. import settings
 from ..store import roots
-from ..store.cache import DEFAULT_BUDGET
-from ..store.owner import hostname
+from ..store.claim import claim as take_claim
+from ..store.lease import READER_LEASE, RUN_LEASE, Lease, hostname
 from ..store.run_info import RunInfo
-from . import budget, client as clients, collect, leases, location, log as commit_log, probe, single_flight
+from ..store.transaction import Transaction
+from . import budget, client as clients, collect, commit, location, log as commit_log, probe
+from .claims import BucketClaims
+from .leases import ObjectLeases
 from .local_tier import LocalTier
 from .snapshot import BucketSnapshot
-from .transaction import BucketTransaction
 
 log = logging.getLogger("seedreuse")
 
@@ -35,8 +37,19 @@ _USED_GUARD = threading.Lock()
 
 
 class BucketCache:
-    def __init__(self, url: str, name: str, *, local_root=None, max_total_bytes: int = DEFAULT_BUDGET,
-                 lease_s: float | None = None, heartbeat_s: float | None = None):
+    """interface.Cache on a bucket. Invariant by invariant (docs/ARCHITECTURE.md, "Invariants"):
+    1: data objects are named by nothing until one conditional create of the commit record (commit.py, log.py);
+    2: a record names every object; objects are immutable, content-addressed, checked on fetch (local_tier.py);
+    3: If-None-Match on the next record number; the loser rebases and tries the next one (commit.py);
+    4: a collection writes a fence record naming stale runs before deleting anything of theirs (collect.py);
+    5: the claim is a lease object, its entry a one-slot record beside it (claims.py);
+    6: a collection keeps every version from the oldest live lease's base on, and what live runs uploaded;
+    7: keys parsed back into their parts (location.py), records and leases validated, reads bounded."""
+
+    staging_is_shared = False     # the local staging is this host's run's alone, even once it is fenced
+
+    def __init__(self, url: str, name: str, *, local_root=None, lease_s: float | None = None,
+                 heartbeat_s: float | None = None):
         self.name = roots.validate_cache_name(name)
         self.loc = location.parse(url)
         self.root = self.loc.url
@@ -44,24 +57,24 @@ class BucketCache:
         self.client = clients.for_bucket(self.loc.bucket)
         probe.ensure(self.client, self.loc)          # at first use: the endpoint keeps the promises
         self.tier = LocalTier(roots.resolve_root(local_root), self.loc.store_id())
-        self.max_total_bytes = int(max_total_bytes)
         self.lease_s = float(lease_s) if lease_s is not None else settings.lease_s()
         self.heartbeat_s = float(heartbeat_s) if heartbeat_s is not None else min(10.0, self.lease_s / 4)
         self.dir_mode, self.file_mode = 0o755, 0o644
         self.gone: str | None = None
+        self.claims = BucketClaims(self)
 
     def __repr__(self) -> str:
         return f"BucketCache({self.root!r}, {self.name!r})"
 
     # ------------------------------------------------------------------ reading
-    def _lease(self, key: str, role: str, since: int | None, run_id: str | None = None):
-        owner = leases.body(run_id or uuid.uuid4().hex, role, self.lease_s, since)
-        return leases.RemoteLease(self.client, key, owner, lease_s=self.lease_s, heartbeat_s=self.heartbeat_s)
+    def _lease(self, key: str, role: str, since: int | None, run_id: str) -> Lease:
+        return Lease(ObjectLeases(self.client), key, run_id, role, lease_s=self.lease_s,
+                     heartbeat_s=self.heartbeat_s, cache_name=self.name, extra={"since": since})
 
-    def reader_lease(self, since: int):
+    def reader_lease(self, since: int) -> Lease:
         """A reader lease (before any download of version ``since`` or later: snapshot.py)."""
         rid = uuid.uuid4().hex
-        return self._lease(self.keys.reader(rid), "reader lease", since, rid).create(exclusive=False)
+        return self._lease(self.keys.reader(rid), READER_LEASE, since, rid).acquire(exclusive=False)
 
     def current(self, *, lease: bool = True):
         """(seq, record, reader lease or None) of the newest record; (None, None, None) when the
@@ -90,7 +103,7 @@ class BucketCache:
         raise CacheBusyError(f"cache '{self.name}' changed at every look", expected="a stable newest version",
                              actual="8 new commits while opening it", fix="rerun")
 
-    def snapshot(self, retries: int = 20, delay: float = 0.05, *, lease: bool = True):
+    def snapshot(self, *, lease: bool = True):
         """The committed version as a Snapshot (None: never committed, or cleared)."""
         self.gone = None
         seq, rec, reader = self.current(lease=lease)
@@ -115,6 +128,21 @@ class BucketCache:
             log.debug("seedreuse: could not record the use of cache '%s': %s", self.name, e)
 
     # ------------------------------------------------------------------ writing
+    def carry(self, staged, fname: str, source, src: str) -> dict:
+        """A carry is a reference: the new version names the committed data object of the file, so
+        nothing is downloaded, and a file is renamed (``result.mp4`` -> ``take-<k>.result.mp4``) at
+        no cost."""
+        rel = source.objects.get(src)
+        if rel is None:
+            raise CorruptCacheError(f"cache '{self.name}': {src} has no object to carry", expected="a file of a "
+                                    "bucket version", actual="none", fix="rerun without reuse")
+        staged.dir.drop(fname)
+        return staged.add_carried(fname, source.manifest["files"][src], ref=rel)
+
+    def publish(self, tx) -> str:
+        """The commit protocol of a bucket (commit.py)."""
+        return commit.publish(tx)
+
     def staging_parent(self):
         parent = self.tier.staging_parent(self.keys)
         fsops.mkdir(parent.parent, parents=True, exist_ok=True)
@@ -142,14 +170,14 @@ class BucketCache:
                 "SEEDREUSE_CACHE_ROOT at a larger local disk, then rerun",
             details={"root": str(self.tier.root), "cache": self.name, "errno": exc.errno})
 
-    def begin(self, run: RunInfo | None = None) -> BucketTransaction:
+    def begin(self, run: RunInfo | None = None) -> Transaction:
         """Begin a run: its lease first (it keeps every version from its base on), then the
         base (the newest record), then local staging."""
         run = run or RunInfo()
         recovered = self.tier.sweep_staging(self.keys)
         hint, _ = self.tier.record(self.keys)
-        lease = self._lease(self.keys.lease(run.run_id), "run lease", hint or 0, run.run_id)
-        lease.create(exclusive=False)
+        lease = self._lease(self.keys.lease(run.run_id), RUN_LEASE, hint or 0, run.run_id)
+        lease.acquire(exclusive=False)
         tx = None
         try:
             base, base_error, base_seq = None, None, 0
@@ -162,7 +190,7 @@ class BucketCache:
                 log.warning("%s", e)
                 base_error = e
                 base_seq = max(commit_log.numbers(self.client, self.keys) or [0])
-            tx = BucketTransaction(self, run, base, base_error, recovered, base_seq)
+            tx = Transaction(self, run, base, base_error, recovered, base_seq)
             tx.lease = lease
             self.retry_when_full(tx.create_staging, during="create its staging directory")
             return tx
@@ -175,7 +203,8 @@ class BucketCache:
             raise
 
     def claim(self, slot: str, digest: str, run_id: str, *, wait: float | None = None, on_wait=None):
-        return single_flight.claim(self, slot, digest, run_id, wait=wait, on_wait=on_wait)
+        """Single flight (store/claim.py)."""
+        return take_claim(self, slot, digest, run_id, wait=wait, on_wait=on_wait)
 
     def after_commit(self, seq: int) -> None:
         """What a commit triggers: the collection of this cache and the namespace's budget;
@@ -190,7 +219,7 @@ class BucketCache:
         """Another cache of the same namespace, with this one's settings."""
         return BucketCache(self.root, name, lease_s=self.lease_s, heartbeat_s=self.heartbeat_s)
 
-    def recover_leftovers(self, run_id: str | None = None, *, strays: bool = False) -> list[str]:
+    def recover_leftovers(self, run_id: str | None = None) -> list[str]:
         """The local staging of this host's dead runs; what dead runs left in the bucket is
         collected after commits, by gc and by check --repair (collect.py)."""
         return self.tier.sweep_staging(self.keys)

@@ -10,7 +10,7 @@ order: the log (t1), the data objects (t2), the leases of runs and readers (t3),
 * deleted: the records before ``keep_from`` (never the newest: numbering never restarts), the data
   objects no kept record names whose run has no live lease, stale leases, incomplete uploads of
   runs without a live lease, stale single-flight claims with their entries, and entries older
-  than a lease that have no claim (an entry goes with its claim, single_flight.py).
+  than a lease that have no claim (an entry goes with its claim, claims.py).
 
 Why the order is safe: a reader or run takes its lease before it reads the log, so one that the
 t3 listing missed reads a record at least as new as t1's newest, which is kept; a run that
@@ -35,6 +35,7 @@ import uuid
 from dataclasses import dataclass, field
 
 from ..errors import CacheBusyError, CorruptCacheError
+from ..store.lease import stale_reason
 from . import leases, log as commit_log, records
 from .client import NotFound
 from .location import ENTRY_SUFFIX
@@ -159,14 +160,14 @@ def _dead_claims(cache) -> list[tuple[str, str]]:
         except Exception as e:  # noqa: BLE001 - an unreadable claim is judged by its age alone
             log.debug("claim %s unreadable: %s", o.key, e)
             owner = None
-        if leases.stale_reason(owner, o.modified, now, cache.lease_s) is None:
+        if stale_reason(owner, o.modified, now, cache.lease_s) is None:
             live.add(o.key)
         else:
             dead.append((o.key, o.etag))
     stale = {k for k, _ in dead}
     for o in entries:            # a holder writes its claim before its entry, deletes it after
         claim = o.key[:-len(ENTRY_SUFFIX)] + ".json"
-        if claim in stale or (claim not in live and leases.stale_reason(None, o.modified, now, cache.lease_s)):
+        if claim in stale or (claim not in live and stale_reason(None, o.modified, now, cache.lease_s)):
             dead.append((o.key, o.etag))
     return dead
 

@@ -12,12 +12,13 @@ Steps, each invariant stated where it is enforced:
    the run's lease must still be its own (one HEAD).
 3. When the newest record holds another version than the one this run staged on, rebase onto it
    (store/rebase.py: its own complete version on top, take lists merged, never overwritten).
+   Invariant 3.
 4. Create record ``newest + 1`` with If-None-Match: ``*`` (log.py). Invariant (one winner): the
    store's conditional create lets exactly one writer have each number; the loser goes back to 2.
    A version becomes current by this one small PUT.
 
 What this does not guarantee: a run whose lease expired but that no collection fenced (nothing
-was collected meanwhile) still publishes its own complete version: nothing of it was removed,
+was collected meanwhile) still publishes its own complete version (Invariant 4): nothing of it was removed,
 and readers see it or the next one, never a mix (as on the folder store).
 """
 from __future__ import annotations
@@ -26,7 +27,7 @@ import logging
 import time
 
 from ..errors import CacheBusyError, ObjectStoreError, TransactionError
-from ..store import rebase
+from ..store.rebase import rebase_if_changed
 from . import log as commit_log, records
 from .snapshot import BucketSnapshot
 
@@ -36,26 +37,22 @@ MAX_ATTEMPTS = 64
 
 
 def _upload(tx) -> None:
+    """The files this run wrote (not carried, not uploaded already by a single-flight entry),
+    each uploaded once, then named by reference (``staged.refs``)."""
     cache, staged = tx.cache, tx.staged
     done: dict[str, str] = {}
     for fname, entry in staged.local_files().items():
         rel = cache.keys.data_rel(tx.run.run_id, entry["sha256"])
-        if rel not in done.values() and staged.uploaded.get(fname) != rel:   # a published entry is uploaded
-            tx.fence(f"upload {fname}")
+        if rel not in done.values():
+            tx.check_owned(f"upload {fname}")
             with tx.explaining(f"upload {fname}"):
                 cache.client.upload(str(staged.file_path(fname)), cache.keys.data(rel), entry["bytes"])
         done[fname] = rel
-    staged.uploaded = done
+    staged.refs.update(done)
 
 
 def _fenced(tx, why: str) -> TransactionError:
-    tx.state = "fenced"
-    return TransactionError(
-        f"run {tx.run.run_id} was fenced on cache '{tx.cache.name}': {why}; nothing it wrote is used",
-        expected="this run's lease kept and no fence naming it", actual=why,
-        fix=f"the run stopped heartbeating for longer than the lease ({tx.cache.lease_s:g} s): a paused or "
-            "overloaded worker, or an unreachable object store. Rerun it; raise SEEDREUSE_LEASE_S if "
-            "workers are paused that long on purpose", details={"cache": tx.cache.name, "lost": "run lease"})
+    return tx.fenced_error("commit", why)
 
 
 def _check_range(tx, seen: int, newest: int) -> dict | None:
@@ -82,18 +79,13 @@ def publish(tx) -> str:
             if newest is not None and newest != seen:
                 rec = _check_range(tx, seen, newest)
                 seen = newest
-                now = (rec["manifest"] or {}).get("version") if rec["kind"] != "cleared" else None
-                if now != on:
-                    current = BucketSnapshot(cache, newest, rec) if now is not None else None
-                    tx.rebased = rebase.rebase(tx, current)
-                    tx.warnings.append(tx.rebased)
-                    log.info("cache '%s', run %s: %s", cache.name, tx.run.run_id, tx.rebased)
-                    on = now
+                current = BucketSnapshot(cache, newest, rec) if rec["kind"] != "cleared" else None
+                on = rebase_if_changed(tx, current, on)
             if not tx.lease.verify():
                 raise _fenced(tx, "its run lease was removed (a collection judged it dead)")
-            tx.fence("commit")
+            tx.check_owned("commit")
             m = staged.manifest(tx.run)
-            objects = {f: staged.refs.get(f) or staged.uploaded[f] for f in staged.files}
+            objects = {f: staged.refs[f] for f in staged.files}
             record = records.make(seen + 1, "version", m, objects, tx.run.run_id)
             records.parse(records.dumps(record), cache.keys, cache.keys.log(seen + 1), seen + 1)
             if commit_log.create(cache.client, cache.keys, record):
@@ -118,8 +110,9 @@ def publish(tx) -> str:
             tx.state = "failed"
         raise
     tx.state, tx.version, tx.seq = "committed", m["version"], seen + 1
-    for fname, entry in staged.local_files().items():   # this host holds what it wrote
-        cache.tier.adopt(staged.file_path(fname), entry["sha256"])
+    for fname, entry in staged.files.items():       # this host holds what it wrote
+        if staged.file_path(fname).is_file():
+            cache.tier.adopt(staged.file_path(fname), entry["sha256"])
     cache.tier.remember(cache.keys, tx.seq, record)
     try:
         tx.remove_staging()          # uploaded and kept as blobs: the staging is done with

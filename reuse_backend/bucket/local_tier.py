@@ -31,7 +31,7 @@ from pathlib import Path
 from ..errors import CorruptCacheError
 from ..storage import fsops
 from .. import settings
-from ..store.owner import hostname, pid_alive
+from ..store.lease import owner_dead
 from . import records
 from .client import Client
 from .location import CacheKeys
@@ -77,7 +77,7 @@ class LocalTier:
         path = self.blob(sha)
         if not again and self.has(sha, size):
             try:
-                os.utime(path)              # its last use, for the tier's LRU
+                fsops.utime(path)           # its last use, for the tier's LRU
             except OSError:
                 pass
             return path
@@ -103,10 +103,7 @@ class LocalTier:
         finally:
             os.close(fd)
             if not ok:
-                try:
-                    os.unlink(part)
-                except FileNotFoundError:
-                    pass
+                fsops.unlink(part, missing_ok=True)
         self._fetched_since_trim += size
         if self._fetched_since_trim > settings.local_tier_bytes() // 10:
             self._fetched_since_trim = 0
@@ -141,7 +138,7 @@ class LocalTier:
             if total <= budget:
                 break
             try:
-                os.unlink(p)
+                fsops.unlink(p)
                 total -= size
                 removed.append(p.name)
             except FileNotFoundError:
@@ -173,14 +170,12 @@ class LocalTier:
             log.debug("seedreuse: could not keep the record of cache '%s' locally: %s", keys.name, e)
 
     def forget(self, keys: CacheKeys) -> None:
-        try:
-            os.unlink(self._record_path(keys))
-        except FileNotFoundError:
-            pass
+        fsops.unlink(self._record_path(keys), missing_ok=True)
 
     def sweep_staging(self, keys: CacheKeys) -> list[str]:
-        """Remove the local staging of this host's runs whose process is gone (or that is a day
-        old: a host name that changed); a live run's is never touched."""
+        """Remove the local staging of this host's runs whose owner is provably dead (store/lease.py's
+        judge: the same host and pid namespace, the pid gone or reused), or that is a day old (a host
+        name that changed); a live run's is never touched."""
         parent, done = self.staging_parent(keys), []
         try:
             entries = os.listdir(parent)
@@ -193,9 +188,7 @@ class LocalTier:
                 age = time.time() - os.stat(d / "STAGING.json").st_mtime
             except (OSError, ValueError):
                 continue
-            pid = owner.get("pid") if isinstance(owner, dict) else None
-            gone = (isinstance(pid, int) and owner.get("host") == hostname() and pid != os.getpid()
-                    and not pid_alive(pid))
+            gone = isinstance(owner, dict) and owner_dead(owner) is not None
             if gone or age > 86400:
                 fsops.rmtree(d)
                 done.append(f"removed local staging {e} of a run that is gone")

@@ -20,6 +20,8 @@ import threading
 import uuid
 
 from ..errors import ReuseError, UnsupportedEndpointError
+from ..store.check import ProbeReport
+from . import client as clients, location
 from .client import Client, NotFound, Precondition
 
 _DONE: dict[str, list] = {}
@@ -140,6 +142,17 @@ def ensure(client: Client, loc) -> None:
             fix="use an S3 endpoint that keeps them (docs/OBJECT_STORAGE.md lists providers; run python -m "
                 "reuse_backend probe s3://BUCKET/PREFIX), or unset SEEDREUSE_CACHE_URL to use a local folder",
             details={"endpoint": client.endpoint, "results": results})
+
+
+def report(url: str) -> ProbeReport:
+    """The probe of ``url`` as the cache tool prints it (a ProbeReport, store/check.py)."""
+    loc = location.parse(url)
+    client = clients.for_bucket(loc.bucket)
+    rep = ProbeReport(loc.url, None, f"object store at {client.endpoint}")
+    for r in run(client, loc):
+        rep.add(r["check"], "ok" if r["ok"] else "unanswered" if r["unanswered"] else "unsafe",
+                "" if r["ok"] else r["detail"])
+    return rep
 
 
 def forget() -> None:

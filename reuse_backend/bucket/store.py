@@ -1,5 +1,5 @@
 """The object store's root: the operations on a location as a whole (the store interface's
-``Store``, as store/folder_store.py is the folder store's).
+``Store``, as folder/store.py is the folder's).
 
 A location is a namespace prefix of a bucket (``s3://bucket/prefix``, ``.../.users/<user>``,
 ``.../.auto``); its caches are the folders under it (budget.py lists them). Sizes are what the
@@ -9,8 +9,9 @@ from __future__ import annotations
 
 from .. import settings
 from ..errors import CacheBusyError, ReuseError
-from ..store import evict, namespaces, usage
-from ..store.folder_store import busy, no_cache
+from ..store import namespaces
+from ..store.budget import Report, budget_for
+from ..store.interface import busy, no_cache
 from . import budget, check as checking, client as clients, collect, location
 from .cache import BucketCache
 
@@ -78,7 +79,7 @@ class BucketStore:
         out = {"root": self.location, "store": self.kind, "bytes": total, "free": None, "capacity": None,
                "budget": None, "over_budget": False, "env": settings.MAX_BYTES}
         try:
-            out["budget"] = usage.budget_for(self.location)
+            out["budget"] = budget_for(self.location)
         except ReuseError as e:
             out["budget_error"] = e.to_dict()
         out["over_budget"] = out["budget"] is not None and total > out["budget"]
@@ -106,16 +107,13 @@ class BucketStore:
             raise busy(name, e.actual) from None
         return inf.bytes
 
-    def gc(self, budget_bytes: int | None, *, dry_run: bool = False) -> evict.Report:
-        """Collect what dead runs left in each cache, then the budget (budget.enforce); the folder
-        store's report (store/evict.py ``Report``): committed caches, least recently used first."""
+    def gc(self, budget_bytes: int | None, *, dry_run: bool = False) -> Report:
+        """Collect what dead runs left in each cache, then the budget (budget.enforce); the report of
+        either medium (store/budget.py ``Report``): committed caches, least recently used first."""
         cleaned = []
         if not dry_run:
             for n in self.names():
                 cleaned += collect.collect(self.cache(n, lease_s=settings.lease_s())).done
-        rows = budget.enforce(self.cache, self.client, self.loc, budget_bytes, dry_run=dry_run)
-        entries = [evict.Entry(r.name, r.bytes, r.last_use, "error" if r.error else r.action, r.error or r.why)
-                   for r in sorted((r for r in rows if r.committed or r.error), key=lambda r: r.last_use or 0.0)]
-        kept = sum(e.bytes for e in entries if e.action not in ("evicted", "would_evict"))
-        return evict.Report(self.location, budget_bytes, sum(e.bytes for e in entries), kept, dry_run,
-                            entries, cleaned)
+        rep = budget.enforce(self.cache, self.client, self.loc, budget_bytes, dry_run=dry_run)
+        rep.cleaned = cleaned
+        return rep

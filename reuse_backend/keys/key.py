@@ -15,7 +15,7 @@ import json
 import math
 from dataclasses import dataclass, field
 
-from ..errors import CorruptCacheError, KeyMismatchError
+from ..errors import KeyMismatchError
 
 KEY_SCHEMA = "seedreuse-key/1"
 MAX_LISTED_FIELDS = 8
@@ -62,14 +62,6 @@ class ReuseKey:
 
     def to_dict(self) -> dict:
         return {"schema": KEY_SCHEMA, "kind": self.kind, "digest": self.digest, "fields": self.fields}
-
-    @classmethod
-    def from_dict(cls, d: dict) -> "ReuseKey":
-        if not isinstance(d, dict) or set(d) != {"schema", "kind", "digest", "fields"}:
-            raise CorruptCacheError("stored reuse_key has the wrong shape",
-                                    expected="{schema, kind, digest, fields}", actual=sorted(d) if isinstance(d, dict) else type(d).__name__,
-                                    fix="clear the cache and run a normal request")
-        return cls(d["kind"], d["fields"])
 
 
 @dataclass(frozen=True)

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 
 from .. import settings
 from ..errors import CorruptCacheError, InvalidRequestError
-from ..storage import serialize
+from ..storage import fsops, serialize
 from ..store import manifest as mf
 from ..store import take_index
 from ..store.take_index import RESULT, TAIL_BOUNDARY
@@ -150,7 +150,7 @@ def stage_tail_boundary(tx, value) -> None:
     path = tx.stage_path(TAIL_BOUNDARY)
     with tx.writing(f"write {TAIL_BOUNDARY}"):
         with open(path, "wb") as f:
-            serialize.dump_value(f, value)
+            serialize.dump_value(fsops.HookedWriter(f, path), value)
     tx.add_file(TAIL_BOUNDARY)
 
 

@@ -33,11 +33,6 @@ def loads(text: str | bytes):
     return json.loads(text, object_pairs_hook=_no_duplicates, parse_constant=_reject_constant)
 
 
-def dumps_plain(value, **kw) -> str:
-    """``json.dumps`` refusing NaN/Infinity (what ``loads`` would refuse to read back)."""
-    return json.dumps(value, allow_nan=False, **kw)
-
-
 def brief(v: object, limit: int = 200) -> str:
     """A short repr for error messages."""
     r = repr(v)

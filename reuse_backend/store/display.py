@@ -1,5 +1,4 @@
-"""How the cache tool prints a time and a size (cli.py on a folder, bucket/commands.py on a bucket):
-one format for both stores, so their listings read the same."""
+"""How the cache tool (cli.py) prints a time and a size, on either medium."""
 from __future__ import annotations
 
 import time
@@ -14,8 +13,8 @@ def size(n) -> str:
     """A byte count in B, KiB, MiB or GiB; ``?`` when it is not a number."""
     if not isinstance(n, (int, float)):
         return "?"
-    for unit in ("B", "KiB", "MiB", "GiB"):
-        if n < 1024 or unit == "GiB":
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if abs(n) < 1024 or unit == "TiB":
             return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
         n /= 1024
     return str(n)

@@ -1,9 +1,11 @@
 """What a version's files must satisfy before a byte of them is used: the typed error for a
-damaged cache, content hashes, and the load bounds (sparse files, available memory).
+damaged cache, content hashes, and the load bounds (a version's size, sparse files, available
+memory); what a full disk is.
 
-Shared by both stores' readers and by check()."""
+Shared by both media's readers and checks."""
 from __future__ import annotations
 
+import errno
 import hashlib
 import os
 
@@ -11,6 +13,21 @@ from .. import settings
 from ..errors import CorruptCacheError
 
 SPARSE_MIN_BYTES = 16 << 20     # smaller files are never judged sparse (metadata-sized rounding)
+# the load bound of one version: a manifest claiming more is refused before anything is opened
+MAX_VERSION_BYTES = 64 << 30
+
+
+def is_full(exc: BaseException) -> bool:
+    """ENOSPC / EDQUOT: the disk (or the quota) is full."""
+    return isinstance(exc, OSError) and exc.errno in (errno.ENOSPC, getattr(errno, "EDQUOT", errno.ENOSPC))
+
+
+def check_version_size(name: str, manifest: dict) -> None:
+    """Refuse a version whose files add up to more than the load bound."""
+    bound, total = MAX_VERSION_BYTES, sum(e["bytes"] for e in manifest["files"].values())
+    if total > bound:
+        raise corrupt(name, "is larger than the load bound of a version", expected=f"<= {bound} bytes",
+                      actual=f"{total} bytes")
 
 
 def corrupt(name: str, what: str, *, expected=None, actual=None) -> CorruptCacheError:

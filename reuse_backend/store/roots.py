@@ -3,20 +3,17 @@ from __future__ import annotations
 
 import os
 import re
-from dataclasses import dataclass
 from pathlib import Path
 
 from .. import settings
 from ..storage import fsops
-from ..errors import CorruptCacheError, InvalidCacheNameError, InvalidRequestError
+from ..errors import InvalidCacheNameError, InvalidRequestError
 
 _DEFAULT_ROOT: list = [None]          # the host's default folder (set_default_root), after env
 NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$"
 FILE_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$"
 _NAME_RE = re.compile(NAME_PATTERN)
 _FILE_RE = re.compile(FILE_PATTERN)
-# Names of the sibling entries of a cache; cache names cannot contain '.', so never collide.
-SUFFIXES = (".tmp", ".old", ".lock")
 
 
 URL_SCHEMES = ("s3://",)
@@ -80,26 +77,3 @@ def validate_file_name(name) -> str:
         raise InvalidCacheNameError(f"invalid file name: {name!r}", expected="no '..'",
                                     actual=repr(name), fix="use a plain file name")
     return name
-
-
-def manifest_file_name(name) -> str:
-    """Like validate_file_name, but raises CorruptCacheError (the name came from disk)."""
-    try:
-        return validate_file_name(name)
-    except InvalidCacheNameError as e:
-        raise CorruptCacheError(f"manifest names an unsafe file: {name!r}", expected=e.expected,
-                                actual=e.actual, fix="delete this cache (clear) and rerun") from None
-
-
-@dataclass(frozen=True)
-class CachePaths:
-    current: Path
-    tmp: Path
-    old: Path
-    lock: Path
-
-
-def cache_paths(root, name) -> CachePaths:
-    validate_cache_name(name)
-    root = Path(root)
-    return CachePaths(root / name, root / f"{name}.tmp", root / f"{name}.old", root / f"{name}.lock")

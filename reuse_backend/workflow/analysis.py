@@ -111,10 +111,6 @@ def _is_encoder(n: FlatNode) -> bool:
                if n.in_types.get(name) not in nt.ENCODER_MODEL_TYPES)
 
 
-def _label(n: FlatNode) -> str:
-    return f"{n.title or n.class_type} (node {n.key})"
-
-
 def _slot_base(w: Wrap) -> str:
     names = w.producer.out_names or []
     out_name = names[w.slot] if w.slot < len(names) else ""

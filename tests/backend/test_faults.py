@@ -21,9 +21,9 @@ from tests.backend.storehelp import (
     write_version,
 )
 
-from reuse_backend.store.check import check
+from reuse_backend.folder.check import check
 from reuse_backend.errors import ReuseError
-from reuse_backend.store import Cache
+from reuse_backend.folder.cache import FolderCache
 
 ERRNOS = {"ENOSPC": errno.ENOSPC, "EIO": errno.EIO, "ESTALE": errno.ESTALE}
 
@@ -34,13 +34,13 @@ ERRNOS = {"ENOSPC": errno.ENOSPC, "EIO": errno.EIO, "ESTALE": errno.ESTALE}
 def test_fault_at_every_fs_operation(tmp_path, err, persistent):
     template = tmp_path / "template"
     template.mkdir()
-    write_version(Cache(template, "a"), 1)
-    prev_manifest = cache_state(Cache(template, "a"))[1]
+    write_version(FolderCache(template, "a"), 1)
+    prev_manifest = cache_state(FolderCache(template, "a"))[1]
     clean = tmp_path / "clean"
     clean.mkdir()
     copy_root(template, clean, dirs_exist_ok=True)
-    write_version(Cache(clean, "a"), 2)
-    new_manifest = normalized(cache_state(Cache(clean, "a"))[1])
+    write_version(FolderCache(clean, "a"), 2)
+    new_manifest = normalized(cache_state(FolderCache(clean, "a"))[1])
     code = ERRNOS[err]
 
     def fail(op, path):
@@ -51,7 +51,7 @@ def test_fault_at_every_fs_operation(tmp_path, err, persistent):
         k += 1
         root = tmp_path / f"k{k}"
         copy_root(template, root)
-        cache = Cache(root, "a")
+        cache = FolderCache(root, "a")
         ok = False
         with OpHook(k, fail, persistent) as hook:
             try:
@@ -78,7 +78,7 @@ def test_fault_at_every_fs_operation(tmp_path, err, persistent):
 
 
 def test_commit_failure_between_renames_restores_previous(tmp_path):
-    cache = Cache(tmp_path, "a")
+    cache = FolderCache(tmp_path, "a")
     write_version(cache, 1)
 
     def fail_second_rename(op, path):
@@ -98,7 +98,7 @@ def test_enospc_is_a_typed_error_naming_the_root_and_the_fix(tmp_path):
     from reuse_backend.errors import StorageFullError
     from tests.backend.storehelp import slot_value
 
-    cache = Cache(tmp_path, "a")
+    cache = FolderCache(tmp_path, "a")
     write_version(cache, 1)
 
     def full(op, path):

@@ -13,7 +13,7 @@ import torch
 
 from reuse_backend.bucket import client as clients, leases, location, log as commit_log
 from reuse_backend.bucket.cache import BucketCache
-from reuse_backend.store import RunInfo
+from reuse_backend.store.run_info import RunInfo
 
 from .bucket_writer import image_value, stage, text_value
 

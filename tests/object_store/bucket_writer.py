@@ -19,7 +19,7 @@ import torch
 
 from reuse_backend.bucket.cache import BucketCache
 from reuse_backend.errors import ReuseError
-from reuse_backend.store import RunInfo
+from reuse_backend.store.run_info import RunInfo
 
 IMAGE_VALUES = 256 << 10          # float32: 1 MiB, enough for a stall in the middle of its upload
 
@@ -59,7 +59,7 @@ def claim(url: str, root: str, name: str, slot: str) -> None:
     cache = BucketCache(url, name, local_root=root)
     tx = cache.begin(RunInfo(run_id="dead-holder"))
     got = cache.claim(slot, "d1", tx.run.run_id, wait=0)
-    assert got.lock is not None, "the claim was free"
+    assert got.lease is not None, "the claim was free"
     tx.stage_slot(slot, text_value(7), key={"digest": "d1"})
     assert got.publish(tx, slot), "the entry was published"
     print("claimed", flush=True)

@@ -16,7 +16,8 @@ from reuse_backend.bucket import collect, log as commit_log
 from reuse_backend.bucket.client import NotFound
 from reuse_backend.bucket.store import BucketStore
 from reuse_backend.errors import TransactionError
-from reuse_backend.store import RunInfo, take_index
+from reuse_backend.store.run_info import RunInfo
+from reuse_backend.store import take_index
 from reuse_backend.stores import open_cache
 
 pytestmark = pytest.mark.hostfree

@@ -1,5 +1,5 @@
-"""The folder store's root: the operations on a location as a whole (the store interface's
-``Store``; the object store's is bucket/store.py, reuse_backend/stores.py picks one).
+"""The folder store's root: the operations on a location as a whole (interface.Store; the object
+store's is bucket/store.py, reuse_backend/stores.py picks one).
 
 Everything here was already a function of the folder store (cache.py, check.py, evict.py,
 usage.py, readers.py, namespaces.py); this class gives it the one shape both stores share, so the
@@ -11,9 +11,12 @@ import os
 from pathlib import Path
 
 from .. import settings
-from ..errors import CacheBusyError, NoCommittedCacheError, ReuseError
-from . import check as checking, evict, namespaces, roots, usage
-from .cache import Cache, committed_caches, list_caches
+from ..errors import ReuseError
+from ..store import namespaces
+from ..store.interface import busy, no_cache
+from . import check as checking, evict, usage
+from .cache import FolderCache
+from .layout import cache_paths, committed_caches, list_caches
 
 
 class FolderStore:
@@ -26,8 +29,8 @@ class FolderStore:
     def __repr__(self) -> str:
         return f"FolderStore({self.location!r})"
 
-    def cache(self, name: str, **kw) -> Cache:
-        return Cache(self.root, name, **kw)
+    def cache(self, name: str, **kw) -> FolderCache:
+        return FolderCache(self.root, name, **kw)
 
     def names(self) -> list[str]:
         return list_caches(self.root)
@@ -47,7 +50,7 @@ class FolderStore:
     def describe(self, name: str) -> tuple[dict, object]:
         """(row, open snapshot or None): the row never raises for a broken cache (its error is
         in the row); the caller closes the snapshot."""
-        cache = Cache(self.root, name)
+        cache = FolderCache(self.root, name)
         current = cache.paths.current
         row = {"name": name, "committed": False, "bytes": 0, "last_used": None, "in_use": self.in_use(name)}
         if os.path.islink(current):
@@ -90,7 +93,7 @@ class FolderStore:
 
     def delete(self, name: str) -> int:
         """The cache browser's delete: the safe eviction; returns the bytes freed."""
-        current = roots.cache_paths(self.root, name).current
+        current = cache_paths(self.root, name).current
         if os.path.islink(current) or not os.path.isdir(current):
             raise no_cache(name)
         freed = usage.tree_size(current)
@@ -103,15 +106,3 @@ class FolderStore:
 
     def gc(self, budget: int | None, *, dry_run: bool = False):
         return evict.enforce(self.root, budget, lease_s=settings.lease_s(), dry_run=dry_run)
-
-
-def no_cache(name: str) -> NoCommittedCacheError:
-    return NoCommittedCacheError(f"cache '{name}' has no committed version", expected="a committed cache",
-                                 actual="none", fix="pick a cache from GET /seedreuse/browser")
-
-
-def busy(name: str, why: str) -> CacheBusyError:
-    return CacheBusyError(f"cache '{name}' was not deleted: it is {why}" if why.startswith(("being", "read"))
-                          else f"cache '{name}' was not deleted: {why}",
-                          expected="no live writer and no open reader", actual=why,
-                          fix="wait for that run or reader to finish, then delete again", details={"cache": name})

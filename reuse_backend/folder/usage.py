@@ -25,15 +25,10 @@ from __future__ import annotations
 import logging
 import os
 import stat
-from .. import settings
-from .namespaces import is_auto_root
+from ..storage import fsops
 
 log = logging.getLogger("seedreuse")
 
-# The budget of a namespace's automatic caches (namespaces.AUTO_DIR) when SEEDREUSE_MAX_BYTES is
-# not set: automatic caches are made for every distinct prompt without anyone naming them, so
-# they are never unbounded.
-DEFAULT_AUTO_BUDGET = 20 << 30
 # The store's own folders in a root (cache names never start with '.'): evictions being deleted
 # (rootdirs.py) and reader leases (readers.py). Evictions in progress count against the root's
 # budget (they are cache data until deleted); the lease folder does not: it is metadata of a few
@@ -43,21 +38,6 @@ DEFAULT_AUTO_BUDGET = 20 << 30
 EVICTING_DIR, READERS_DIR = ".evicting", ".readers"
 OWN_HIDDEN = (EVICTING_DIR, READERS_DIR)
 BUDGETED_HIDDEN = (EVICTING_DIR,)
-
-
-def budget_for(root) -> int | None:
-    """The budget of one cache root: ``SEEDREUSE_MAX_BYTES``; for a folder of automatic caches
-    (``<namespace>/.auto``) that, else DEFAULT_AUTO_BUDGET."""
-    budget = settings.max_bytes()
-    if budget is None and is_auto_root(os.path.normpath(os.fspath(root))):
-        return DEFAULT_AUTO_BUDGET
-    return budget
-
-
-def auto_budget_source() -> tuple[int, str]:
-    """(budget of the automatic caches, where it comes from) for the startup log."""
-    budget = settings.max_bytes()
-    return (budget, settings.MAX_BYTES) if budget is not None else (DEFAULT_AUTO_BUDGET, "the default for automatic caches")
 
 
 def allocated(st: os.stat_result) -> int:
@@ -124,7 +104,7 @@ def touch_version(dfd: int, name: str) -> bool:
     """Record a use of the version open at ``dfd`` (set its mtime to now). Never raises: a
     reader without the right to do so keeps the commit time as the record (logged once)."""
     try:
-        os.utime(dfd)
+        fsops.utime(name, fd=dfd)
         return True
     except OSError as e:
         if name not in _warned:          # once per cache and process: a read-only reader reads a lot
