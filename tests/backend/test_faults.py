@@ -119,3 +119,35 @@ def test_enospc_is_a_typed_error_naming_the_root_and_the_fix(tmp_path):
     assert "bytes free" in str(e.actual) and "SEEDREUSE_CACHE_ROOT" in e.fix
     assert e.to_dict()["code"] == "storage_full" and e.details["root"] == str(tmp_path)
     assert cache_marker(cache) == 1
+
+
+@pytest.mark.parametrize("what", ["claim", "run lease", "writer lock"])
+def test_a_full_disk_while_a_lease_is_taken_is_storage_full_and_leaves_nothing(tmp_path, what):
+    """ENOSPC while the lease file of a claim, a run's run lease or the writer lock (a commit, a
+    recovery) is created is the documented StorageFullError (the root, the fix), not a raw OSError,
+    and nothing is left behind: no temp file, no empty ``<name>.tmp`` for check() to report, the
+    last good version as it was. A disk freed afterwards: everything works again."""
+    from reuse_backend.errors import StorageFullError
+
+    cache = FolderCache(tmp_path, "a")
+    write_version(cache, 1)
+
+    def full(op, path):
+        if op in ("open_exclusive", "write", "fsync_file", "mkdir"):
+            raise OSError(errno.ENOSPC, "No space left on device", path)
+
+    with OpHook(1, full, persistent=True), pytest.raises(StorageFullError) as ei:
+        if what == "claim":
+            cache.claim("text", "d1", "run-claims", wait=0)
+        elif what == "run lease":
+            cache.begin()
+        else:
+            cache.recover("recovering-run")
+    assert str(tmp_path) in ei.value.message and ei.value.fix
+    assert f"take the {what}" in ei.value.message or "single-flight claim" in ei.value.message, ei.value.message
+    assert entries(tmp_path) == ["a"] and check(tmp_path, "a") == []
+    assert cache_marker(cache) == 1
+    got = cache.claim("text", "d1", "run-claims", wait=0)          # room again: it works
+    assert got.held
+    got.release()
+    assert entries(tmp_path) == ["a"]
