@@ -71,7 +71,8 @@ def _on_memory_double(item) -> bool:
     parameter "memory", or ``memory_bucket``): no gateway, seconds, so it belongs to the backend
     tier."""
     params = getattr(getattr(item, "callspec", None), "params", {})
-    return params.get("bucket") == "memory" or "memory_bucket" in params
+    return params.get("bucket") == "memory" or "memory_bucket" in params \
+        or params.get("medium") in ("folder", "memory")      # the store contract (test_store_contract.py)
 
 
 def _one_host_elsewhere(item) -> str | None:

@@ -146,7 +146,7 @@ class LeaseFiles:
                     fsops.rmdir_if_empty(path.parent)
                 raise
             try:                       # the folder is missing (or was removed meanwhile): create it
-                fsops.mkdir(path.parent, self.parent_mode, exist_ok=True)
+                fsops.mkdir(path.parent, self.parent_mode, parents=True, exist_ok=True)
             except BaseException:
                 if self.tidy:
                     fsops.rmdir_if_empty(path.parent)

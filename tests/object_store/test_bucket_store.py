@@ -190,7 +190,7 @@ def test_a_run_whose_lease_was_removed_publishes_nothing(bucket_url, host_a):
     cache = BucketCache(bucket_url, "c", local_root=host_a)
     tx = cache.begin()
     tx.stage_slot("text", _value(2), key=KEY)
-    cache.client.delete(tx.lease.key)              # a collection judged it dead
+    cache.client.delete(tx.lease.path)             # a collection judged it dead
     with pytest.raises(TransactionError, match="fenced|lost"):
         tx.commit()
     staging = cache.staging_parent()
@@ -237,8 +237,7 @@ def test_a_dead_holders_claim_and_entry_are_collected_once_stale(bucket_url, hos
     assert live.publish(tx, "text")
     keys = {k: cache.keys.claim("text", k * 64) for k in "de"} | {f"{k}.entry": cache.keys.entry("text", k * 64)
                                                                 for k in "de"}
-    dead.lock._stop.set()                        # its process died: no heartbeat, no release
-    dead.lock._thread.join()
+    dead.lease.stop_heartbeat()                  # its process died: no heartbeat, no release
     collect.collect(cache)
     assert {k for k, key in keys.items() if _exists(cache, key)} == set(keys)      # not stale yet
     deadline = time.monotonic() + 60             # past its lease (5 s) and the slack (1 s)

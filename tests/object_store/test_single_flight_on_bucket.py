@@ -62,7 +62,7 @@ def test_a_dead_holders_claim_is_broken_after_its_lease_and_collected(bucket_url
     with Writer(env, "claim", bucket_url, tmp_path / "holder", NAME, "text") as w:
         w.expect("claimed")
         live = cache.claim("text", "d1", "second", wait=0)         # the holder lives: its entry is adopted
-        assert live.lock is None and live.waited_for["run_id"] == "dead-holder"
+        assert live.lease is None and live.waited_for["run_id"] == "dead-holder"
         assert torch.equal(live.entry.load_slot("text")["cond"], text_value(7)["cond"])
         live.close_entry()
         w.kill()
