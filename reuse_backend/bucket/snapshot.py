@@ -7,8 +7,11 @@ load bounds, structure checks and typed errors.
 
 Invariant (never deleted under a reader): a snapshot that may download holds a reader lease
 (``readers/<id>.json``, ``since`` = its version) taken *before* it read the log, and a collection
-keeps every version from the oldest live lease's ``since`` on (collect.py). A snapshot of a
-version this host holds entirely needs no lease: it reads nothing from the bucket.
+keeps the version of every live lease (collect.py). A snapshot of a version this host holds
+entirely needs no lease: it reads nothing from the bucket, because every file the tier holds is
+opened (pinned) when the snapshot is made, so the tier's trim can no longer take one away from it
+(an unlinked blob stays readable through its descriptor). A file that was trimmed in between is
+fetched under a reader lease taken then, and checked against its hash as every fetch is.
 """
 from __future__ import annotations
 
@@ -23,13 +26,29 @@ from .client import NotFound
 log = logging.getLogger("seedreuse")
 
 
+def _pin_held(tier, manifest: dict) -> dict[str, int]:
+    """Descriptors of the files of this version the local tier holds now (module docstring)."""
+    fds = {}
+    for fname, entry in manifest["files"].items():
+        try:
+            fd = os.open(tier.blob(entry["sha256"]), fsops.O_READ)
+        except OSError:
+            continue
+        if os.fstat(fd).st_size == entry["bytes"]:
+            fds[fname] = fd
+        else:
+            fsops.close_read_only(fd)
+    return fds
+
+
 class BucketSnapshot(Snapshot):
     def __init__(self, cache, seq: int, record: dict, reader_lease=None):
-        super().__init__(cache, None, record["manifest"], {}, "bucket")
+        super().__init__(cache, None, record["manifest"], _pin_held(cache.tier, record["manifest"]), "bucket")
         self.seq, self.record, self.objects = seq, record, dict(record["objects"])
         self._lease = reader_lease
         self._open = True
         self._reading = False
+        self._fetched: list[str] = []
 
     def dir_fd(self) -> int:
         raise TransactionError("a bucket version has no directory", expected="a folder version",
@@ -62,6 +81,7 @@ class BucketSnapshot(Snapshot):
                     f"{cache.root} clear {self.name} --yes)", details={"cache": self.name, "file": fname}) from None
         fd = os.open(path, fsops.O_READ)
         self._fds[fname] = fd
+        self._fetched.append(fname)
         return fd
 
     def _read(self, fname: str, read):
@@ -94,7 +114,8 @@ class BucketSnapshot(Snapshot):
         return super().file_hash_ok(fname)
 
     def fetched(self) -> list[str]:
-        return sorted(self._fds)
+        """The files this snapshot opened that the local tier did not hold when it was made."""
+        return sorted(self._fetched)
 
     def close(self) -> None:
         self._open = False

@@ -15,7 +15,7 @@ from ..errors import CorruptCacheError
 from ..storage import fsops
 from ..store.staged import StagedVersion
 from ..store.transaction import Transaction
-from . import commit as publishing
+from . import commit as publishing, local_tier
 
 
 class BucketStagedVersion(StagedVersion):
@@ -69,10 +69,16 @@ class BucketTransaction(Transaction):
     # process's); what it uploaded is the collection's (collect.py)
     FENCED_REMOVES_STAGING = True
 
-    def __init__(self, cache, run, base, base_error, recovered, base_seq: int):
+    def __init__(self, cache, run, base, base_error, recovered, base_head):
         super().__init__(cache, run, base, base_error, recovered)
-        self.base_seq = base_seq        # the log number of the base (0: none)
+        self.base_head = base_head      # the newest record at begin, as listed (log.Head; None: none)
+        self.base_seq = base_head.seq if base_head is not None else 0
         self.seq: int | None = None     # the log number this run published
+
+    def create_staging(self) -> None:
+        """STAGING.json names the owner as the local tier's sweep judges it: host, pid, and the
+        pid's start time and pid namespace (local_tier.py)."""
+        self._dir.create(local_tier.staging_owner(self.run))
 
     def commit(self) -> str:
         """Upload the run's files, then create the next commit record (rebasing onto what was
