@@ -1,12 +1,14 @@
 """Leases on a bucket: small objects (the ``LeaseMedium`` of store/lease.py).
 
-A lease object holds its owner record as JSON (store/lease.py ``owner_record``, plus ``since``: the
-log number of the version it keeps); its heartbeat is its ``LastModified``, set by the store's clock
-at every rewrite (``If-Match`` on the holder's own ETag), and it is judged against the store's clock
+A lease object holds its owner record as JSON (store/lease.py ``owner_record``: bounded and
+validated before use, its lifetime capped; plus ``since``: the log number of the version it keeps,
+and ``exact``); its heartbeat is its ``LastModified``, set by the store's clock at every rewrite
+(``If-Match`` on the holder's own ETag), and it is judged against the store's clock
 (``Client.server_now``), so the workers' clocks need not agree with each other or with the store.
 
 * run lease ``leases/<run id>.json`` (a fresh name: a plain PUT): a run is alive; its ``since`` keeps
-  every version from ``since`` on (collect.py);
+  every version from ``since`` on (collect.py) until the run has read its base, then ``exact``
+  (``since`` is its base: that version is kept, and the records after it);
 * reader lease ``readers/<id>.json``: a reader downloading files of version ``since``;
 * claim ``claims/<slot>-<digest>.json``: created with ``If-None-Match: *`` (one holder), taken over
   from a stale holder with ``If-Match`` on the stale ETag (one taker); a holder that was taken over
@@ -25,12 +27,14 @@ from ..errors import ObjectStoreError
 from ..store import lease as leases
 from ..store.lease import LeaseLost, Seen, Taken
 from .client import Client, NotFound, Precondition, TooLarge
-from .location import MAX_SEQ
+from .location import MAX_SEQ, RUN_ID
 
 log = logging.getLogger("seedreuse")
 
 # the fields of a bucket lease besides the owner record's, each checked before use
-EXTRA_CHECKS = {"since": lambda v: isinstance(v, int) and not isinstance(v, bool) and 0 <= v <= MAX_SEQ}
+EXTRA_CHECKS = {"run_id": lambda v: bool(RUN_ID.fullmatch(v)),
+                "since": lambda v: isinstance(v, int) and not isinstance(v, bool) and 0 <= v <= MAX_SEQ,
+                "exact": lambda v: isinstance(v, bool)}
 
 
 def read(client: Client, key: str):
@@ -42,7 +46,10 @@ def read(client: Client, key: str):
         return None, None
     except TooLarge:
         return None, client.head(key)
-    return leases.parse_owner(obj.body, EXTRA_CHECKS), obj
+    owner = leases.parse_owner(obj.body, EXTRA_CHECKS)
+    if owner is None:
+        log.debug("seedreuse: %s is not a lease body: judged by its age", key)
+    return owner, obj
 
 
 class ObjectLeases:
@@ -107,13 +114,16 @@ class ObjectLeases:
                         name, e.message)
 
 
-def live(client: Client, prefix: str, default_lease_s: float) -> tuple[list[dict], list[tuple[str, str, str]]]:
+def live(client: Client, prefix: str, default_lease_s: float, parse=None) -> tuple[list[dict], list[tuple[str, str, str]]]:
     """The owners of the live leases under ``prefix``, and (key, etag, why) of the stale ones,
-    judged on the store's clock."""
+    judged on the store's clock; ``parse(key)`` (a CacheKeys parser): keys it refuses are
+    nobody's lease, neither live nor stale."""
     objs, _ = client.list(prefix)
     now = client.server_now()
     alive, stale = [], []
     for o in objs:
+        if parse is not None and parse(o.key) is None:
+            continue
         owner = None
         try:
             owner, _ = read(client, o.key)

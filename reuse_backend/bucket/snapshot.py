@@ -5,10 +5,13 @@ reads a folder version. Files are fetched into the local tier when first loaded 
 prompt loads), then read through a pinned descriptor like a folder version's files: the same
 load bounds, structure checks and typed errors.
 
-Invariant (never deleted under a reader): a snapshot that may download holds a reader lease
-(``readers/<id>.json``, ``since`` = its version) taken *before* it read the log, and a collection
-keeps every version from the oldest live lease's ``since`` on (collect.py). A snapshot of a
-version this host holds entirely needs no lease: it reads nothing from the bucket.
+Invariant 6 here (never deleted under a reader): a snapshot that may download holds a reader
+lease (``readers/<id>.json``, ``since`` = its version) taken *before* it read the log, and a
+collection keeps the version of every live lease (collect.py). A snapshot of a version this host
+holds entirely needs no lease: it reads nothing from the bucket, because every file the tier holds
+is opened (pinned) when the snapshot is made, so the tier's trim can no longer take one away from
+it (an unlinked blob stays readable through its descriptor). A file that was trimmed in between is
+fetched under a reader lease taken then, and checked against its hash as every fetch is.
 """
 from __future__ import annotations
 
@@ -24,15 +27,31 @@ from .client import NotFound
 log = logging.getLogger("seedreuse")
 
 
+def _pin_held(tier, manifest: dict) -> dict[str, int]:
+    """Descriptors of the files of this version the local tier holds now (module docstring)."""
+    fds = {}
+    for fname, entry in manifest["files"].items():
+        try:
+            fd = os.open(tier.blob(entry["sha256"]), fsops.O_READ)
+        except OSError:
+            continue
+        if os.fstat(fd).st_size == entry["bytes"]:
+            fds[fname] = fd
+        else:
+            fsops.close_read_only(fd)
+    return fds
+
+
 class BucketSnapshot(Snapshot):
     """interface.Snapshot of a bucket version: its files fetched into the local tier when first
     read, then read through pinned descriptors (store/snapshot.py) like a folder version's."""
 
     def __init__(self, cache, seq: int, record: dict, reader_lease=None):
         check_version_size(cache.name, record["manifest"])
-        super().__init__(cache, record["manifest"], {}, "bucket")
+        super().__init__(cache, record["manifest"], _pin_held(cache.tier, record["manifest"]), "bucket")
         self.seq, self.record, self.objects = seq, record, dict(record["objects"])
         self._lease = reader_lease
+        self._fetched: list[str] = []
 
     def _fd(self, fname: str) -> int:
         if not self._open:
@@ -58,6 +77,7 @@ class BucketSnapshot(Snapshot):
                     f"{cache.root} clear {self.name} --yes)", details={"cache": self.name, "file": fname}) from None
         fd = os.open(path, fsops.O_READ)
         self._fds[fname] = fd
+        self._fetched.append(fname)
         return fd
 
     def _corrupt_file(self, fname: str, e: CorruptCacheError) -> CorruptCacheError:
@@ -80,7 +100,8 @@ class BucketSnapshot(Snapshot):
         return f
 
     def fetched(self) -> list[str]:
-        return sorted(self._fds)
+        """The files this snapshot opened that the local tier did not hold when it was made."""
+        return sorted(self._fetched)
 
     def _release(self) -> None:
         lease, self._lease = self._lease, None

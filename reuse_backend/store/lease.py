@@ -13,10 +13,9 @@ by anyone, the acquire loop with its one take-over, the heartbeat loop, the judg
 Invariant (what is held is known): every lease this process holds is registered (``_HELD``)
 before its name exists and until it is gone, so no judge in this process takes it for abandoned.
 
-What this does not guarantee: across hosts only the heartbeat's age speaks, judged on the medium's
-clock (a folder: this host's clock against the file's mtime, so hosts sharing a folder keep their
-clocks in sync; a bucket: the store's own clock); a holder paused past its lease loses the lease
-and learns it at its next heartbeat or fencing check.
+What this does not guarantee: across hosts only the heartbeat's age speaks, on the medium's clock
+(a folder: this host's clock against the file's mtime, so hosts sharing one keep their clocks in
+sync; a bucket: the store's own); a holder paused past its lease learns it at its next check.
 """
 from __future__ import annotations
 
@@ -73,11 +72,9 @@ def pid_namespace() -> str | None:
 def pid_alive(pid: int) -> bool:
     try:
         os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
     except PermissionError:
         return True
-    except (OverflowError, ValueError):
+    except (ProcessLookupError, OverflowError, ValueError):
         return False
     return True
 
@@ -107,7 +104,7 @@ def parse_owner(data: bytes, extra_checks: dict | None = None) -> dict | None:
     if len(data) > MAX_OWNER_BYTES:
         return None
     try:
-        raw = strict_json.loads(data)
+        raw = strict_json.loads(data, max_depth=MAX_OWNER_DEPTH)
     except (ValueError, RecursionError):
         return None
     if type(raw) is not dict or not isinstance(raw.get("run_id"), str) or not raw["run_id"]:
@@ -152,8 +149,7 @@ def _after_fork_in_child() -> None:
     _HELD_GUARD = threading.Lock()
 
 
-if hasattr(os, "register_at_fork"):
-    os.register_at_fork(after_in_child=_after_fork_in_child)
+os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
 def holds(run_id) -> bool:
@@ -188,9 +184,7 @@ def stale_reason(owner: dict | None, modified: float, now: float, default_lease_
     dead = owner_dead(owner, who)
     if dead:
         return dead
-    lease = owner.get("lease_s") if owner else None
-    if not _number(lease, 1e-3, 1e300):
-        lease = default_lease_s
+    lease = owner.get("lease_s") if owner and _number(owner.get("lease_s"), 1e-3, 1e300) else default_lease_s
     lease = min(lease, max(MAX_LEASE_S, default_lease_s))
     age = now - modified
     return f"heartbeat is {age:.0f}s old (lease {lease:.0f}s)" if age > lease + SLACK_S else None
@@ -257,18 +251,12 @@ class Lease:
         self.heartbeat_error: BaseException | None = None
         self.lost = False
         self._token = None
+        self._guard = threading.Lock()       # the heartbeat and update() rewrite one after the other
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 
-    @property
-    def path(self):
-        """The lease's name (a path on a folder, a key on a bucket)."""
-        return self.name
-
-    @property
-    def token(self):
-        """The medium's token of the held lease (None when not held)."""
-        return self._token
+    path = property(lambda self: self.name, doc="the lease's name (a path, a key)")
+    token = property(lambda self: self._token, doc="the medium's token of the held lease (None: not held)")
 
     def _body(self) -> bytes:
         return json.dumps(self.owner, sort_keys=True).encode()
@@ -347,7 +335,8 @@ class Lease:
             if token is None:
                 return
             try:
-                self._token = self.medium.touch(self.name, token, self._body())
+                with self._guard:
+                    self._token = self.medium.touch(self.name, self._token or token, self._body())
                 last_ok = time.monotonic()
                 continue
             except LeaseLost as e:
@@ -363,6 +352,19 @@ class Lease:
                       "refused from now on", self.run_id, self.role, self.medium.where(self.name),
                       time.monotonic() - last_ok, self.heartbeat_error)
             return
+
+    def update(self, **fields) -> None:
+        """Rewrite the owner record now (a bucket run lease narrowed to its base)."""
+        self.owner = {**self.owner, **fields}
+        with self._guard:
+            self._token = self.medium.touch(self.name, self._token, self._body())
+
+    def abandon(self) -> None:
+        """Stop the heartbeat and never remove the lease: it turns stale, and whoever judges it so
+        deals with what it protected (a bucket commit whose outcome is unknown: a collection fences
+        the run first). It stays registered as this process's: only its age judges it."""
+        self.stop_heartbeat()
+        self._token = None
 
     def stop_heartbeat(self) -> None:
         self._stop.set()

@@ -49,15 +49,15 @@ class Transaction:
     run's business now: a folder's yes, a bucket's local staging no)."""
 
     def __init__(self, cache, run: RunInfo, base: Snapshot | None, base_error, recovered: list[str],
-                 base_seq: int | None = None):
+                 base_head=None):
         self.cache, self.run = cache, run
         self.lease: Lease | None = None              # this run's run lease, set by begin()
         self.writer_lock: Lease | None = None        # a folder's writer lock, during commit() only
         self.base: Snapshot | None = base
         self.base_error = base_error
         # where the base and this run's commit stand in the cache's numbered commits, on a medium
-        # that numbers them (a bucket's log; None on a folder)
-        self.base_seq, self.seq = base_seq, None
+        # that numbers them (a bucket's log head and record number; None on a folder)
+        self.base_head, self.seq = base_head, None
         self.recovered: list[str] = list(recovered)
         self.rebased: str | None = None              # what the commit did when the base had changed
         self.keep_takes: int | None = None           # a segment run's take limit (rebase.py)

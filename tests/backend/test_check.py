@@ -7,7 +7,8 @@ import time
 import pytest
 from tests.backend.storehelp import cache_marker, entries, write_version
 
-from reuse_backend.store import file_checks, manifest as mf
+from reuse_backend.store import file_checks
+from reuse_backend.store import manifest as mf
 from reuse_backend.folder.check import check
 from reuse_backend.errors import CorruptCacheError
 from reuse_backend.store.lease import pid_namespace
