@@ -34,7 +34,7 @@ from dataclasses import dataclass
 from ..errors import CorruptCacheError, ReuseError
 from ..store import roots
 from ..store.budget import budget_for
-from ..store.lease import describe
+from ..store.owner import describe
 from . import collect, leases, log as commit_log, usage_index
 
 log = logging.getLogger("seedreuse")

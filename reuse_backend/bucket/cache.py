@@ -20,7 +20,8 @@ from ..errors import CacheBusyError, CorruptCacheError, ReuseError, StorageFullE
 from ..storage import fsops
 from ..store import roots
 from ..store.claim import claim as take_claim
-from ..store.lease import READER_LEASE, RUN_LEASE, Lease, hostname
+from ..store.lease import READER_LEASE, RUN_LEASE, Lease
+from ..store.owner import hostname
 from ..store.run_info import RunInfo
 from ..store.transaction import Transaction
 from . import budget, client as clients, collect, commit, location, log as commit_log, probe

@@ -24,7 +24,7 @@ from __future__ import annotations
 import logging
 
 from ..errors import ObjectStoreError
-from ..store import lease as leases
+from ..store import lease as leases, owner as owners
 from ..store.lease import LeaseLost, Seen, Taken
 from .client import Client, NotFound, Precondition, TooLarge
 from .location import MAX_SEQ, RUN_ID
@@ -41,12 +41,12 @@ def read(client: Client, key: str):
     """(owner or None when it is not a valid lease body, Obj) of a lease object, or (None, None)
     when absent. Bounded: a body over MAX_OWNER_BYTES is judged by its age alone."""
     try:
-        obj = client.get(key, leases.MAX_OWNER_BYTES)
+        obj = client.get(key, owners.MAX_OWNER_BYTES)
     except NotFound:
         return None, None
     except TooLarge:
         return None, client.head(key)
-    owner = leases.parse_owner(obj.body, EXTRA_CHECKS)
+    owner = owners.parse_owner(obj.body, EXTRA_CHECKS)
     if owner is None:
         log.debug("seedreuse: %s is not a lease body: judged by its age", key)
     return owner, obj

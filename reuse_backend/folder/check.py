@@ -16,7 +16,7 @@ from ..storage import fsops, serialize
 from ..store import file_checks, manifest as mf, namespaces, roots, take_index
 from ..store.check import Problem
 from ..store.file_checks import check_loadable, sha256_fd
-from ..store.lease import describe
+from ..store.owner import describe
 from . import rootdirs, run_lease
 from .cache import FolderCache
 from .layout import cache_paths

@@ -43,7 +43,8 @@ from ..errors import CacheBusyError, ReuseError, StorageFullError
 from ..store import budget as budgets, roots
 from ..store.budget import Entry, Report
 from ..store.file_checks import is_full
-from ..store.lease import WRITER_LOCK, describe
+from ..store.lease import WRITER_LOCK
+from ..store.owner import describe
 from . import readers, recovery, rootdirs, run_lease, usage
 from .layout import cache_of, cache_paths
 from .lease_files import lease_file, status, stray_files

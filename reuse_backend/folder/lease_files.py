@@ -31,7 +31,7 @@ from pathlib import Path
 
 from ..errors import CorruptCacheError, UnsupportedFilesystemError
 from ..storage import fsops
-from ..store import lease as leases
+from ..store import lease as leases, owner as owners
 from ..store.lease import LeaseLost, Seen, Taken
 
 log = logging.getLogger("seedreuse")
@@ -71,14 +71,14 @@ def read_lease(path) -> tuple[dict | None, os.stat_result | None]:
         return None, st
     try:
         st = os.fstat(fd)
-        if not stat.S_ISREG(st.st_mode) or st.st_size > leases.MAX_OWNER_BYTES:
+        if not stat.S_ISREG(st.st_mode) or st.st_size > owners.MAX_OWNER_BYTES:
             return None, st
-        data = os.read(fd, leases.MAX_OWNER_BYTES)
+        data = os.read(fd, owners.MAX_OWNER_BYTES)
     except OSError:
         return None, st
     finally:
         fsops.close_read_only(fd)     # read-only: an error (ESTALE on FUSE) loses nothing
-    return leases.parse_owner(data), st
+    return owners.parse_owner(data), st
 
 
 def why_unreadable(path) -> str:
@@ -91,7 +91,7 @@ def why_unreadable(path) -> str:
         return f"it cannot be looked at ({e.strerror})"
     if not stat.S_ISREG(st.st_mode):
         return "it is not a regular file"
-    if st.st_size > leases.MAX_OWNER_BYTES:
+    if st.st_size > owners.MAX_OWNER_BYTES:
         return f"it is {st.st_size} bytes, not a lease of a few hundred"
     try:
         fd = os.open(path, fsops.O_READ | os.O_NONBLOCK)
@@ -156,7 +156,7 @@ class LeaseFiles:
                                 fix="rerun; check the cache root's filesystem")
 
     def _create(self, path: Path, body: bytes, exclusive: bool):
-        run_id = (leases.parse_owner(body) or {}).get("run_id", "")
+        run_id = (owners.parse_owner(body) or {}).get("run_id", "")
         if not exclusive:
             # a fresh name (a reader lease): one create and write, no fsync; the descriptor is closed
             # at once (on a network filesystem close() reports the write's failure) and the
@@ -279,7 +279,7 @@ class LeaseFiles:
                 return None, None
             fsops.unlink(broken, missing_ok=True)
             return None, None
-        log.warning("breaking stale lease %s of %s", path, leases.describe(seen.owner))
+        log.warning("breaking stale lease %s of %s", path, owners.describe(seen.owner))
         fsops.unlink(broken, missing_ok=True)
         return None, ""
 

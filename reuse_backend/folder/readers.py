@@ -44,7 +44,8 @@ from pathlib import Path
 
 from ..errors import ReuseError
 from ..storage import fsops
-from ..store.lease import READER_LEASE, Lease, holds, hostname, pid_start, stale_reason
+from ..store.lease import READER_LEASE, Lease, holds, stale_reason
+from ..store.owner import hostname, pid_start
 from . import usage
 from .lease_files import LeaseFiles, read_lease, status
 

@@ -10,8 +10,8 @@ names this very process, which no longer holds it), or its heartbeat is older th
 remove); this module does the rest once: the owner record, the bounded reading of a record written
 by anyone, the acquire loop with its one take-over, the heartbeat loop, the judge.
 
-Invariant (what is held is known): every lease this process holds is registered (``_HELD``)
-before its name exists and until it is gone, so no judge in this process takes it for abandoned.
+Invariant (what is held is known): every lease this process holds is registered (``_HELD``) from
+before its name exists until a moment after it is gone, so no judge here takes it for abandoned.
 
 What this does not guarantee: across hosts only the heartbeat's age speaks, on the medium's clock
 (a folder: this host's clock against the file's mtime, so hosts sharing one keep their clocks in
@@ -21,16 +21,14 @@ from __future__ import annotations
 
 import json
 import logging
-import math
 import os
-import platform
 import threading
 import time
 from collections import Counter
 from typing import NamedTuple, Protocol
 
 from ..errors import CacheBusyError, TransactionError
-from ..storage import strict_json
+from .owner import _number, describe, hostname, owner_record, pid_alive, pid_namespace, pid_start
 
 log = logging.getLogger("seedreuse")
 
@@ -38,110 +36,28 @@ WRITER_LOCK, RUN_LEASE, CLAIM, READER_LEASE = "writer lock", "run lease", "claim
 ROLES = (WRITER_LOCK, RUN_LEASE, CLAIM, READER_LEASE)
 # whole-second mtimes (MooseFS) and LastModified: a heartbeat can look up to this much older
 SLACK_S = 1.0
-MAX_OWNER_BYTES = 64 << 10
-MAX_OWNER_DEPTH = 4
 # the longest lifetime a record written by someone else is trusted to claim (or the judge's own
 # lease when longer): a record saying lease_s 1e300 is stale an hour after its last heartbeat
 MAX_LEASE_S = 3600.0
-_TEXT_FIELDS = {"run_id": 128, "role": 32, "host": 255, "pid_ns": 64, "cache": 64}
-
-
-# ---------------------------------------------------------------------- who this process is
-def hostname() -> str:
-    return platform.node()
-
-
-def pid_start(pid: int) -> int | None:
-    """Start time of ``pid`` (clock ticks since boot, /proc/<pid>/stat field 22), or None."""
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as f:
-            data = f.read()
-        return int(data[data.rindex(b")") + 2:].split()[19])
-    except (OSError, ValueError, IndexError):
-        return None
-
-
-def pid_namespace() -> str | None:
-    """Identity of this process's pid namespace: pids are only comparable within one."""
-    try:
-        return os.readlink("/proc/self/ns/pid")
-    except OSError:
-        return None
-
-
-def pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except PermissionError:
-        return True
-    except (ProcessLookupError, OverflowError, ValueError):
-        return False
-    return True
-
-
-def owner_record(run_id: str, role: str, lease_s: float, **extra) -> dict:
-    """The owner record of a lease (and of a run's local staging) taken by this process now."""
-    pid = os.getpid()
-    return {"run_id": str(run_id), "role": role, "host": hostname(), "pid": pid, "pid_start": pid_start(pid),
-            "pid_ns": pid_namespace(), "started_at": time.time(), "lease_s": float(lease_s), **extra}
-
-
-def _number(v, lo: float, hi: float) -> bool:
-    return not isinstance(v, bool) and isinstance(v, (int, float)) and math.isfinite(v) and lo <= v <= hi
-
-
-_CHECKS = {"pid": lambda v: isinstance(v, int) and not isinstance(v, bool) and 0 <= v < 1 << 32,
-           "pid_start": lambda v: isinstance(v, int) and not isinstance(v, bool) and v >= 0,
-           "lease_s": lambda v: _number(v, 1e-3, 1e300),
-           "started_at": lambda v: _number(v, 0, 1e11)}
-
-
-def parse_owner(data: bytes, extra_checks: dict | None = None) -> dict | None:
-    """The owner record in ``data`` (bytes of a lease written by anyone), validated field by field,
-    or None when it is not one (then the lease is nobody's and judged by its age alone). Bounded
-    before it is parsed: at most MAX_OWNER_BYTES, nested at most MAX_OWNER_DEPTH levels.
-    ``extra_checks``: a medium's own fields (name -> predicate)."""
-    if len(data) > MAX_OWNER_BYTES:
-        return None
-    try:
-        raw = strict_json.loads(data, max_depth=MAX_OWNER_DEPTH)
-    except (ValueError, RecursionError):
-        return None
-    if type(raw) is not dict or not isinstance(raw.get("run_id"), str) or not raw["run_id"]:
-        return None
-    out = {}
-    for k, limit in _TEXT_FIELDS.items():
-        v = raw.get(k)
-        if v is not None and (not isinstance(v, str) or len(v) > limit):
-            return None
-        out[k] = v
-    for k, ok in {**_CHECKS, **(extra_checks or {})}.items():
-        v = raw.get(k)
-        if v is not None and not ok(v):
-            return None
-        out[k] = v
-    return out
-
-
-def describe(owner: dict | None) -> str:
-    """Who holds a lease, for messages."""
-    if not owner:
-        return "an unknown run (unreadable lease)"
-    started = owner.get("started_at")
-    when = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(started)) if isinstance(started, (int, float)) else "?"
-    return f"run {owner.get('run_id')} on host {owner.get('host')} (pid {owner.get('pid')}) since {when}"
 
 
 # ---------------------------------------------------------------------- the judge
 _HELD: Counter = Counter()   # run ids whose leases this process holds (or is creating) now
+_RELEASED: dict = {}         # (run id, started_at) -> when this process removed that lease (a judge may have read it)
 _HELD_GUARD = threading.Lock()
+RELEASE_GRACE_S = 5.0
 
 
-def _hold(run_id: str, delta: int) -> None:
+def _hold(run_id: str, delta: int, removed: tuple | None = None) -> None:
     with _HELD_GUARD:
         _HELD[run_id] += delta
         if _HELD[run_id] <= 0:
             del _HELD[run_id]
+        now = time.monotonic()
+        if removed:
+            _RELEASED[removed] = now
+        for r in [r for r, t in _RELEASED.items() if now - t > RELEASE_GRACE_S]:
+            del _RELEASED[r]
 
 
 def _after_fork_in_child() -> None:
@@ -152,10 +68,11 @@ def _after_fork_in_child() -> None:
 os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
-def holds(run_id) -> bool:
-    """This process holds (or is creating) a lease of ``run_id``."""
+def holds(run_id, started_at=None) -> bool:
+    """This process holds (or is creating) a lease of ``run_id``, or removed that very lease a moment
+    ago (a judge that read it first must not take it for abandoned: a fence for nothing)."""
     with _HELD_GUARD:
-        return run_id in _HELD
+        return run_id in _HELD or time.monotonic() - _RELEASED.get((run_id, started_at), -1e9) <= RELEASE_GRACE_S
 
 
 def owner_dead(owner: dict | None, who: str = "owner") -> str | None:
@@ -166,7 +83,7 @@ def owner_dead(owner: dict | None, who: str = "owner") -> str | None:
         return None
     pid = owner["pid"]
     if pid == os.getpid():
-        if owner.get("pid_start") == pid_start(pid) and not holds(owner.get("run_id")):
+        if owner.get("pid_start") == pid_start(pid) and not holds(owner.get("run_id"), owner.get("started_at")):
             return f"{who} is this process (pid {pid}) and no longer holds run {owner.get('run_id')}"
         return None
     if not pid_alive(pid):
@@ -192,8 +109,8 @@ def stale_reason(owner: dict | None, modified: float, now: float, default_lease_
 
 # ---------------------------------------------------------------------- what a medium gives
 class Seen(NamedTuple):
-    """A lease as read from its medium: its owner (None: unreadable), its heartbeat time on the
-    medium's clock, and the medium's token of that very copy (an inode, an ETag)."""
+    """A lease as read: its owner (None: unreadable), its heartbeat on the medium's clock, the
+    medium's token of that very copy (an inode, an ETag)."""
     owner: dict | None
     modified: float
     token: object
@@ -263,9 +180,8 @@ class Lease:
 
     # -- acquire ---------------------------------------------------------------------------
     def acquire(self, *, exclusive: bool = True) -> "Lease":
-        """Hold the lease. ``exclusive`` (a writer lock, a run lease, a claim): a live holder is a
-        CacheBusyError, a stale one is taken over once; otherwise (a reader lease: a fresh name)
-        it is created. A failure leaves nothing of ours behind."""
+        """Hold the lease. ``exclusive``: a live holder is a CacheBusyError, a stale one is taken
+        over once; else (a fresh name) it is created. A failure leaves nothing of ours behind."""
         if self._token is not None:
             raise TransactionError(f"{self.role} acquired twice", expected="one acquire per lease",
                                    actual="acquire() on a held lease", fix="release() it first")
@@ -326,17 +242,16 @@ class Lease:
 
     def _beat(self) -> None:
         """Refresh the lease every heartbeat_s. An error that may pass (a network hiccup) is retried
-        for as long as the lease can still be kept (the lease minus one interval since the last good
-        beat); after that, or once the medium says the lease is not ours (LeaseLost), it counts as
-        lost: logged once, and held() is False from then on, which fences every later write."""
+        while the lease can still be kept (the lease minus one interval since the last good beat);
+        after that, or once the medium says it is not ours (LeaseLost), it is lost: logged once, and
+        held() is False from then on, which fences every later write."""
         last_ok = time.monotonic()
         while not self._stop.wait(self.heartbeat_s):
-            token = self._token
-            if token is None:
-                return
             try:
                 with self._guard:
-                    self._token = self.medium.touch(self.name, self._token or token, self._body())
+                    if self._token is None:
+                        return
+                    self._token = self.medium.touch(self.name, self._token, self._body())
                 last_ok = time.monotonic()
                 continue
             except LeaseLost as e:
@@ -360,18 +275,16 @@ class Lease:
             self._token = self.medium.touch(self.name, self._token, self._body())
 
     def abandon(self) -> None:
-        """Stop the heartbeat and never remove the lease: it turns stale, and whoever judges it so
-        deals with what it protected (a bucket commit whose outcome is unknown: a collection fences
-        the run first). It stays registered as this process's: only its age judges it."""
+        """Stop the heartbeat, never remove the lease (a bucket commit whose outcome is unknown: a
+        collection fences the run first). It stays registered here: only its age judges it."""
         self.stop_heartbeat()
         self._token = None
 
     def stop_heartbeat(self) -> None:
         self._stop.set()
-        t = self._thread
+        t, self._thread = self._thread, None
         if t is not None and t is not threading.current_thread():
             t.join(timeout=10)
-        self._thread = None
 
     def held(self) -> bool:
         """The fencing check: the lease is still ours and the heartbeat has not given it up."""
@@ -383,17 +296,18 @@ class Lease:
 
     def release(self) -> None:
         """Stop the heartbeat; remove the lease only while it is ours (the medium decides safely)."""
-        token, self._token = self._token, None
-        if token is None:
+        if self._token is None:
             return
         self.stop_heartbeat()
+        token, self._token = self._token, None
+        removed = None
         try:
             self.medium.remove(self.name, token)
+            removed = (self.run_id, self.owner["started_at"])
         finally:
-            _hold(self.run_id, -1)
+            _hold(self.run_id, -1, removed)
 
-    def __enter__(self) -> "Lease":
-        return self.acquire()
+    __enter__ = acquire
 
     def __exit__(self, *exc) -> None:
         self.release()

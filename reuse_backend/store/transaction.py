@@ -31,7 +31,8 @@ from ..storage import fsops
 from . import manifest as mf
 from . import roots
 from .file_checks import is_full
-from .lease import RUN_LEASE, Lease, owner_record
+from .lease import RUN_LEASE, Lease
+from .owner import owner_record
 from .run_info import RunInfo, jsonable
 from .snapshot import Snapshot
 from .staged import StagedVersion

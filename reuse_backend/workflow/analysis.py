@@ -3,9 +3,13 @@
 Format-neutral: ``ui_format.py`` and ``api_format.py`` describe their graph as ``FlatNode``s
 (subgraphs expanded), ``plan()`` decides, and they apply the decision in their own format.
 
-A node is *tainted* when it samples or patches the model (``node_types.is_boundary``), takes a
-seed input (``seed``, ``noise_seed``) or a NOISE value, or has a tainted input: nothing at or
-after it may be restored from a cache. A node is *encoded* when it or an untainted ancestor runs
+A node is *tainted* when it samples or patches the model (``node_types.is_boundary``: a known
+sampler, a NOISE input, a seed input next to a MODEL input, a model patcher), or has a tainted
+input: nothing at or after it changes less often than the sampler's seed, so nothing there is
+wrapped. A seed on any other node (a wildcard picking the prompt, a prompt enhancer or a language
+model sampling inside a text encode) is an input like any other: the wrapped value's key covers
+it (keys/graph_key.py), so it is reused while that seed is unchanged and encoded again when it
+changes. A node is *encoded* when it or an untainted ancestor runs
 an encoder on its inputs (``_is_encoder``: a CLIP, or a CLIP_VISION / VAE / AUDIO_ENCODER with
 a linked data input to encode), not counting what is
 only reached through an existing wrapper (that value is already restored from the cache). Every edge from an
@@ -111,6 +115,10 @@ def _is_encoder(n: FlatNode) -> bool:
                if n.in_types.get(name) not in nt.ENCODER_MODEL_TYPES)
 
 
+def _label(n: FlatNode) -> str:
+    return f"{n.title or n.class_type} (node {n.key})"
+
+
 def _slot_base(w: Wrap) -> str:
     names = w.producer.out_names or []
     out_name = names[w.slot] if w.slot < len(names) else ""
@@ -136,16 +144,16 @@ def name_slots(wraps: list, taken: set) -> None:
 
 def plan(nodes: dict) -> Plan:
     order = _order(nodes)
-    tainted, after_boundary, seeded, encoded = {}, {}, {}, {}
+    tainted, after_boundary, encoded = {}, {}, {}
     for k in order:
         n = nodes[k]
         srcs = [nodes[s] for s, _ in n.links.values() if s in nodes]
-        boundary = nt.is_boundary(n.class_type, n.in_types.values(), n.out_types)
-        own_seed = bool((n.literal_names | set(n.links)) & nt.SEED_INPUTS) or \
-            any(t in nt.NOISE_TYPES for t in n.in_types.values())
-        after_boundary[k] = boundary or any(after_boundary[s.key] for s in srcs)
-        seeded[k] = own_seed or any(seeded[s.key] for s in srcs)
-        tainted[k] = after_boundary[k] or seeded[k]
+        samples = bool((n.literal_names | set(n.links)) & nt.SEED_INPUTS) and "MODEL" in n.in_types.values() \
+            or any(t in nt.NOISE_TYPES for t in n.in_types.values())
+        boundary = samples or nt.is_boundary(n.class_type, n.in_types.values(), n.out_types)
+        # the nearest boundary at or before this node (for the report of what is not wrapped)
+        after_boundary[k] = k if boundary else next((after_boundary[s.key] for s in srcs if after_boundary[s.key]), None)
+        tainted[k] = after_boundary[k] is not None
         # a wrapper's value is restored from the cache: nothing after it needs another wrapper
         encoded[k] = not tainted[k] and not nt.is_pack(n.class_type) and \
             (_is_encoder(n) or any(encoded[s.key] for s in srcs))
@@ -157,6 +165,8 @@ def plan(nodes: dict) -> Plan:
             reported.add((n.key, reason))
             not_wrapped.append({"node": n.key, "class_type": n.class_type, "title": n.title, "reason": reason})
 
+    # nodes whose output goes straight into a sampler or model patcher (a wrap point, if untainted)
+    feeds_sampling = {src for k in order if after_boundary[k] == k for src, _ in nodes[k].links.values()}
     wraps: dict = {}
     stack = []
     for k in order:
@@ -172,8 +182,10 @@ def plan(nodes: dict) -> Plan:
             if enc:
                 report(n, f"patches the model and runs its own {'/'.join(enc)} encode inside: that part is "
                           "computed on every request (its encoded inputs are wrapped)")
-        elif _is_encoder(n) and seeded[k] and not after_boundary[k]:
-            report(n, "its inputs depend on a seed or noise input: it cannot be reused across seeds")
+        elif _is_encoder(n) and after_boundary[k] != k and k in feeds_sampling:
+            b = nodes[after_boundary[k]]
+            report(n, f"it encodes what {_label(b)} sampled: it changes with every seed, so it is not wrapped "
+                      "(a hand-placed Encode or Reuse here is keyed by that seed and reused only while it is unchanged)")
     seen = set()
     while stack:
         src, slot, consumer, cname = stack.pop()

@@ -26,7 +26,8 @@ _COUNTS: Counter = Counter()
 _COUNTS_LOCK = threading.Lock()
 
 COUNTER_NAMES = ("text_loader", "text_encode", "clip_vision_loader", "clip_vision_encode",
-                 "audio_loader", "audio_encode", "sine_audio", "fail", "slow", "inspect", "sink")
+                 "audio_loader", "audio_encode", "sine_audio", "fail", "slow", "inspect", "sink",
+                 "wildcard", "llm_loader", "llm_generate")
 
 
 def count(name: str) -> None:
@@ -453,6 +454,9 @@ def register_routes() -> None:
     async def _reset_counts(request):
         reset_counts()
         return web.json_response(counts_snapshot())
+
+    from . import key_probe
+    key_probe.register(routes)
 
     @routes.get("/seedreuse_test/info")
     async def _info(request):

@@ -11,7 +11,7 @@ from reuse_backend.store import file_checks
 from reuse_backend.store import manifest as mf
 from reuse_backend.folder.check import check
 from reuse_backend.errors import CorruptCacheError
-from reuse_backend.store.lease import pid_namespace
+from reuse_backend.store.owner import pid_namespace
 from reuse_backend.folder.cache import FolderCache
 
 SLOT = "slot_text.safetensors"

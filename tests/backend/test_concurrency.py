@@ -12,7 +12,7 @@ import traceback
 from tests.backend.storehelp import OpHook, cache_marker, entries, snapshot_marker, write_version
 
 from reuse_backend.errors import CacheBusyError
-from reuse_backend.store.lease import pid_namespace
+from reuse_backend.store.owner import pid_namespace
 from reuse_backend.folder.cache import FolderCache
 from reuse_backend.store.run_info import RunInfo
 

@@ -32,7 +32,7 @@ from reuse_backend.folder import evict
 from reuse_backend.folder import readers
 from reuse_backend.folder import usage
 from reuse_backend.folder.check import check, check_root
-from reuse_backend.store.lease import hostname, pid_namespace
+from reuse_backend.store.owner import hostname, pid_namespace
 
 CTX = multiprocessing.get_context("fork")
 

@@ -14,7 +14,7 @@ import torch
 from tests.backend.storehelp import REPO_ROOT, OpHook, cache_marker, entries, write_version, writer_proc
 
 from reuse_backend.storage import fsops
-from reuse_backend.store import lease as lk
+from reuse_backend.store import lease as lk, owner as owners
 from reuse_backend.errors import CacheBusyError, TransactionError
 from reuse_backend.folder.lease_files import lease_file as LeaseFile
 from reuse_backend.folder.cache import FolderCache
@@ -24,7 +24,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 
 def _fake_lock(path, *, host=None, pid=1, pid_start=None, run_id="other", age=0.0, lease_s=120.0):
     path.write_text(json.dumps({"host": host or socket.gethostname(), "pid": pid,
-                                "pid_start": pid_start, "pid_ns": lk.pid_namespace(), "run_id": run_id,
+                                "pid_start": pid_start, "pid_ns": owners.pid_namespace(), "run_id": run_id,
                                 "started_at": time.time() - age, "lease_s": lease_s}))
     t = time.time() - age
     os.utime(path, (t, t))
@@ -38,7 +38,7 @@ def test_owner_record_and_release(tmp_path):
                               "lease_s"} and owner["role"] == "writer lock"
         assert owner["pid"] == os.getpid() and owner["run_id"] == "r1"
         assert owner["host"] == socket.gethostname()
-        assert owner["pid_start"] == lk.pid_start(os.getpid()) is not None
+        assert owner["pid_start"] == owners.pid_start(os.getpid()) is not None
         assert lock.held()
         with pytest.raises(CacheBusyError, match="cache 'c' is being written by run r1 on host"):
             LeaseFile(path, "r2").acquire()
@@ -61,7 +61,7 @@ def test_reused_pid_is_broken(tmp_path):
     try:
         path = tmp_path / "c.lock"
         time.sleep(0.05)
-        _fake_lock(path, pid=p.pid, pid_start=(lk.pid_start(p.pid) or 0) + 1)
+        _fake_lock(path, pid=p.pid, pid_start=(owners.pid_start(p.pid) or 0) + 1)
         with LeaseFile(path, "mine") as lock:
             assert "reused" in lock.broke[0]
     finally:

@@ -17,7 +17,7 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 
 from reuse_backend.bucket import collect, records
-from reuse_backend.store.lease import owner_record
+from reuse_backend.store.owner import owner_record
 from reuse_backend.bucket.cache import BucketCache
 from reuse_backend.bucket.location import MAX_SEQ
 from reuse_backend.bucket.store import BucketStore
