@@ -20,12 +20,29 @@ import argparse
 import json
 import os
 import sys
+import time
 
 from . import settings, stores
 from .errors import ReuseError
-from .store import display, namespaces, roots
+from .store import namespaces, roots
 from .store.check import print_report
 from .workflow import command as instrument_command
+
+
+def when(ts) -> str:
+    """A Unix time as local ``YYYY-mm-dd HH:MM:SS``; ``?`` when it is not a number."""
+    return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(ts)) if isinstance(ts, (int, float)) else "?"
+
+
+def size(n) -> str:
+    """A byte count in B, KiB, MiB, GiB or TiB; ``?`` when it is not a number."""
+    if not isinstance(n, (int, float)):
+        return "?"
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if abs(n) < 1024 or unit == "TiB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024
+    return str(n)
 
 
 def cmd_list(store) -> int:
@@ -43,9 +60,9 @@ def cmd_list(store) -> int:
         else:
             with snap:
                 m = snap.manifest
-                state = (f"version {m['version'][:12]} from {display.when(m['created_at'])}, {len(m['slots'])} "
+                state = (f"version {m['version'][:12]} from {when(m['created_at'])}, {len(m['slots'])} "
                          f"slot(s), {len(m['boundaries'])} boundary(ies)")
-        print(f"  {name:<24} {state}; size {display.size(row['bytes'])}, last used {display.when(row['last_used'])}; "
+        print(f"  {name:<24} {state}; size {size(row['bytes'])}, last used {when(row['last_used'])}; "
               f"{row['in_use'] or 'not in use'}")
     return 0
 
@@ -69,7 +86,7 @@ def show_manifest(snap) -> None:
     """The committed version of one cache, as ``inspect`` prints it."""
     m = snap.manifest
     run = m["run"]
-    print(f"  version {m['version']} committed {display.when(m['created_at'])}"
+    print(f"  version {m['version']} committed {when(m['created_at'])}"
           + (" (read from .old: commit in progress)" if snap.source == "old" else ""))
     print(f"  run {run['run_id']} on {run['host']} pid {run['pid']} prompt {run['prompt_id']}")
     if run["extra"]:
@@ -77,13 +94,13 @@ def show_manifest(snap) -> None:
     print(f"  slots ({len(m['slots'])}):")
     for slot, e in sorted(m["slots"].items()):
         key = e["key"].get("digest", json.dumps(e["key"], sort_keys=True)[:60])
-        print(f"    {slot:<16} {e['file']:<36} {display.size(m['files'][e['file']]['bytes']):>10}  key {key}")
+        print(f"    {slot:<16} {e['file']:<36} {size(m['files'][e['file']]['bytes']):>10}  key {key}")
     print(f"  boundaries ({len(m['boundaries'])}): " + (", ".join(str(i) for i in snap.boundary_indices()) or "none"))
     for sec, body in sorted(m["sections"].items()):
         print(f"  section {sec}: {json.dumps(body, sort_keys=True)[:200]}")
     print(f"  files ({len(m['files'])}):")
     for fname, e in sorted(m["files"].items()):
-        print(f"    {fname:<36} {display.size(e['bytes']):>10}  sha256 {e['sha256'][:16]}")
+        print(f"    {fname:<36} {size(e['bytes']):>10}  sha256 {e['sha256'][:16]}")
 
 
 def cmd_check(store, name: str | None, repair: bool) -> int:
@@ -145,16 +162,16 @@ def cmd_gc(store, max_bytes, dry_run: bool, as_json: bool) -> int:
 
 
 def gc_text(rep) -> str:
-    budget = display.size(rep.budget) if rep.budget is not None else f"none (set --max-bytes or {settings.MAX_BYTES})"
+    budget = size(rep.budget) if rep.budget is not None else f"none (set --max-bytes or {settings.MAX_BYTES})"
     verb = {"evicted": "evicted", "would_evict": "would evict", "skipped": "kept (in use)", "keep": "kept",
             "error": "FAILED"}
-    lines = [f"{rep.root}: {display.size(rep.bytes_before)} allocated, budget {budget}"
+    lines = [f"{rep.root}: {size(rep.bytes_before)} allocated, budget {budget}"
              + (" (dry run: nothing changed)" if rep.dry_run else "")]
     lines += [f"  cleaned: {c}" for c in rep.cleaned]
     for e in rep.caches:
-        lines.append(f"  {verb[e.action]:<14} {e.name:<24} {display.size(e.bytes):>10}  last used "
-                     f"{display.when(e.last_used)}" + (f": {e.why}" if e.why else ""))
-    lines.append(f"the root {'would hold' if rep.dry_run else 'holds'} {display.size(rep.bytes_after)}"
+        lines.append(f"  {verb[e.action]:<14} {e.name:<24} {size(e.bytes):>10}  last used "
+                     f"{when(e.last_used)}" + (f": {e.why}" if e.why else ""))
+    lines.append(f"the root {'would hold' if rep.dry_run else 'holds'} {size(rep.bytes_after)}"
                  + (" - still over budget" if rep.over_budget else ""))
     return "\n".join(lines)
 

@@ -8,7 +8,6 @@ its claims in claims.py, what is collected and when in collect.py, the local tie
 """
 from __future__ import annotations
 
-import errno
 import logging
 import os
 import threading
@@ -18,7 +17,7 @@ import uuid
 from .. import settings
 from ..errors import CacheBusyError, CorruptCacheError, ReuseError, StorageFullError
 from ..storage import fsops
-from ..store import roots
+from ..store import file_checks, roots
 from ..store.claim import claim as take_claim
 from ..store.lease import READER_LEASE, RUN_LEASE, Lease
 from ..store.owner import hostname
@@ -161,17 +160,8 @@ class BucketCache:
         return parent
 
     def retry_when_full(self, fn, **kw):
-        """``fn()``; on ENOSPC of the local tier, trim it and retry once."""
-        try:
-            return fn()
-        except OSError as e:
-            if e.errno not in (errno.ENOSPC, errno.EDQUOT):
-                raise
-            if not self.tier.trim():
-                if kw.get("during"):
-                    raise self.storage_full(e, kw["during"]) from e
-                raise
-        return fn()
+        """``fn()``; on ENOSPC of the local tier, trim it and retry once (store/file_checks.py)."""
+        return file_checks.retry_when_full(fn, free=self.tier.trim, full_error=self.storage_full, **kw)
 
     def storage_full(self, exc: OSError, during: str):
         return StorageFullError(

@@ -22,12 +22,12 @@ from __future__ import annotations
 
 import email.utils
 import logging
-import os
 import threading
 import time
 
 from ..errors import ObjectStoreError
 from .. import settings
+from ..storage import fsops
 
 log = logging.getLogger("seedreuse")
 
@@ -287,7 +287,7 @@ class Client:
                 raise self.error(e, "download", key) from e
             if not chunk:
                 break
-            _write_all(fd, chunk)            # a local write error (ENOSPC) stays an OSError
+            fsops.write_all(fd, chunk, key)  # the local tier's write (hooked); ENOSPC stays an OSError
             hasher.update(chunk)
             n += len(chunk)
         return n
@@ -318,13 +318,6 @@ def aborted_upload(client, key: str, e: Exception) -> ObjectStoreError:
             "lifecycle rule aborts incomplete multipart uploads under the prefix sooner than an upload takes "
             "(docs/OBJECT_STORAGE.md, what an operator must not do)",
         details={"operation": "upload", "key": key, "endpoint": client.endpoint, "answered": True})
-
-
-def _write_all(fd: int, data: bytes) -> None:
-    view = memoryview(data)
-    while view:
-        n = os.write(fd, view)
-        view = view[n:]
 
 
 _CLIENTS: dict[str, Client] = {}

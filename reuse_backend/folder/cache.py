@@ -113,7 +113,7 @@ class FolderCache:
         if not self.root.is_dir():
             fsops.mkdir(self.root, parents=True, exist_ok=True)
         filesystems.check_root(self.root)      # refuse unsafe shared filesystems before any write
-        recovered = self._recover_leftovers(f"recover-{run.run_id}", strays=True)
+        recovered = self.recover_leftovers(f"recover-{run.run_id}", strays=True)
         base = None
         try:
             base, base_error = self.snapshot(lease=False), None
@@ -156,11 +156,7 @@ class FolderCache:
         finally:
             lock.release()
 
-    def recover_leftovers(self, run_id: str | None = None) -> list[str]:
-        """What a crashed writer left behind, cleaned up for a reader (never waits)."""
-        return self._recover_leftovers(run_id)
-
-    def _recover_leftovers(self, run_id: str | None = None, *, strays: bool = False) -> list[str]:
+    def recover_leftovers(self, run_id: str | None = None, *, strays: bool = False) -> list[str]:
         """For readers and runs beginning: when a crashed writer left something behind (its lock,
         the staging of a dead run, the previous version) it is cleaned up, so leftovers never
         outlive the next request. Recovery runs under the lock; while another run commits (busy)

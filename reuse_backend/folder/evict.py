@@ -42,7 +42,7 @@ from .. import settings
 from ..errors import CacheBusyError, ReuseError, StorageFullError
 from ..store import budget as budgets, roots
 from ..store.budget import Entry, Report
-from ..store.file_checks import is_full
+from ..store import file_checks
 from ..store.lease import WRITER_LOCK
 from ..store.owner import describe
 from . import readers, recovery, rootdirs, run_lease, usage
@@ -257,33 +257,17 @@ def make_room(cache, need_bytes: int) -> list[str]:
     return [e.name for e in rep.caches if e.action == "evicted"]
 
 
-def retry_when_full(cache, fn, *, need_bytes: int = 0, reset=None, during: str | None = None):
-    """``fn()``; on ENOSPC/EDQUOT evict what the budget allows and retry it once (after
-    ``reset()``, which undoes a partial first attempt). With ``during``, a final ENOSPC is
-    raised as StorageFullError; otherwise the caller's own error path reports it."""
-    try:
-        return fn()
-    except OSError as e:
-        if not is_full(e):
-            raise
-        evicted = make_room(cache, need_bytes)
-        if not evicted:
-            if during is not None:
-                raise storage_full(cache, e, during) from e
-            raise
-        log.warning("seedreuse: cache root %s was full; evicted %s and retrying once",
-                    cache.root, ", ".join(evicted))
-        if reset is not None:
-            try:
-                reset()
-            except OSError:
-                raise e from None
-    try:
-        return fn()
-    except OSError as e:
-        if during is not None and is_full(e):
-            raise storage_full(cache, e, during) from e
-        raise
+def retry_when_full(cache, fn, *, reset=None, during: str | None = None):
+    """``fn()``; on ENOSPC/EDQUOT evict what the budget allows and retry it once
+    (store/file_checks.py)."""
+    def free() -> list[str]:
+        evicted = make_room(cache, 0)
+        if evicted:
+            log.warning("seedreuse: cache root %s was full; evicted %s and retrying once", cache.root,
+                        ", ".join(evicted))
+        return evicted
+    return file_checks.retry_when_full(fn, free=free, full_error=lambda e, d: storage_full(cache, e, d),
+                                       reset=reset, during=during)
 
 
 def storage_full(cache, exc: OSError, during: str) -> StorageFullError:

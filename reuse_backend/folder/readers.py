@@ -1,34 +1,25 @@
 """Readers made visible to eviction: reader leases, ``<root>/.readers/<name>.<lease id>``.
 
-A reader (``FolderCache.snapshot()``) holds a reader lease (store/lease.py, the role "reader
-lease": an owner record, a heartbeat, the one judge) *before* it opens the committed version,
-until the snapshot is closed. An evictor (evict.py) lists the leases of a cache twice: before it
-moves the cache out of the namespace and again after; a live lease at either look keeps the cache
-(the second look puts it back). Since a reader registers before it opens, either the evictor sees
-it, or the reader registered after the cache was gone and finds no cache: it never loses a cache
-it opened. A stale lease (its owner dead, or its heartbeat older than its lease) protects nothing
-and is removed by gc, recovery or check --repair: a crashed reader pins a cache for at most one
-lease.
+A reader (``FolderCache.snapshot()``) holds a reader lease (store/lease.py) *before* it opens the
+committed version, until the snapshot is closed. An evictor (evict.py) lists the leases of a cache
+before it moves the cache out of the namespace and again after; a live lease at either look keeps
+the cache (the second look puts it back). Since a reader registers before it opens, either the
+evictor sees it or the reader finds no cache. A stale lease protects nothing and is removed by gc,
+recovery or check --repair: a crashed reader pins a cache for at most one lease.
 
-One lease serves every snapshot a process holds of a cache (a reference count), and it is kept
-for LINGER_S after the last of them closes, so back-to-back snapshots register once: creating and
-removing a file in the shared ``.readers`` folder cost 6-18 ms per snapshot on CephFS (each client
-takes the folder's capabilities from the other) against one look to reuse it. While a lease only
-lingers its file carries the owner-execute bit (IDLE_BIT): this process's own listings skip it (an
-eviction here goes ahead at once, check does not report it), other processes still count it as a
-live reader (it keeps the cache from their evictions for at most LINGER_S), and the cache
-browser's delete waits for it instead of answering "in use" (evict.py).
+One lease serves every snapshot a process holds of a cache (a reference count), kept LINGER_S after
+the last of them closes, so back-to-back snapshots register once (creating and removing a file in
+the shared folder cost 6-18 ms per snapshot on CephFS against one look to reuse it). While it only
+lingers its file carries the owner-execute bit (IDLE_BIT): this process's own listings skip it,
+other processes count it as a live reader for at most LINGER_S, and the cache browser's delete
+waits for it instead of answering "in use" (evict.py).
 
-What this does not guarantee:
-* a reader that cannot create its lease (no write permission on the root: use
-  SEEDREUSE_GROUP_WRITABLE=1 for workers of several users; a read-only mount; a full disk) reads
-  unregistered. Its snapshot keeps every file of the version open, which on local disks and NFS
-  (silly rename) keeps them readable after an eviction deletes them; on other network filesystems
-  its later reads may fail with an I/O error. It never reads another version's data;
-* a reader paused or partitioned for longer than its lease loses its protection (as a writer loses
-  its lock);
-* the two looks rely on the listing of ``.readers`` being current on every host (true on the
-  filesystems probe.py calls safe).
+What this does not guarantee: a reader that cannot create its lease (no write permission: use
+SEEDREUSE_GROUP_WRITABLE=1 for workers of several users; a read-only mount; a full disk) reads
+unregistered: its pinned files stay readable on local disks and NFS after an eviction deletes them,
+other network filesystems may fail its later reads, never with another version's data; a reader
+paused past its lease loses its protection; the two looks need a listing of ``.readers`` that is
+current on every host (true on the filesystems probe.py calls safe).
 """
 from __future__ import annotations
 

@@ -22,6 +22,33 @@ def is_full(exc: BaseException) -> bool:
     return isinstance(exc, OSError) and exc.errno in (errno.ENOSPC, getattr(errno, "EDQUOT", errno.ENOSPC))
 
 
+def retry_when_full(fn, *, free, full_error, reset=None, during: str | None = None):
+    """``fn()``; on ENOSPC/EDQUOT ``free()`` what the medium may (a folder's budget evicts, a bucket's
+    local tier trims; it returns what it freed) and retry once, after ``reset()`` (which undoes a
+    partial first attempt). With ``during``, a final ENOSPC is ``full_error(exc, during)`` (a typed
+    StorageFullError); otherwise the caller's own error path reports it."""
+    try:
+        return fn()
+    except OSError as e:
+        if not is_full(e):
+            raise
+        if not free():
+            if during is not None:
+                raise full_error(e, during) from e
+            raise
+        if reset is not None:
+            try:
+                reset()
+            except OSError:
+                raise e from None
+    try:
+        return fn()
+    except OSError as e:
+        if during is not None and is_full(e):
+            raise full_error(e, during) from e
+        raise
+
+
 def check_version_size(name: str, manifest: dict) -> None:
     """Refuse a version whose files add up to more than the load bound."""
     bound, total = MAX_VERSION_BYTES, sum(e["bytes"] for e in manifest["files"].values())

@@ -35,6 +35,7 @@ from dataclasses import dataclass, field
 from reuse_backend.bucket import client as clients, probe
 from reuse_backend.bucket.client import NotFound, Obj, Precondition, TooLarge
 from reuse_backend.errors import ObjectStoreError
+from reuse_backend.storage import fsops
 
 ENDPOINT = "memory://s3-double"
 
@@ -312,7 +313,7 @@ class MemoryClient:
         view = memoryview(body)
         for i in range(0, len(body), clients.CHUNK):
             chunk = view[i:i + clients.CHUNK]
-            clients._write_all(fd, chunk)          # a local write error (ENOSPC) stays an OSError
+            fsops.write_all(fd, chunk, key)        # the local tier's write (hooked); ENOSPC stays an OSError
             hasher.update(chunk)
         return len(body)
 
