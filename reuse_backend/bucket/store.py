@@ -45,7 +45,7 @@ class BucketStore:
         for name, row in sorted(rows.items()):
             if row[3]:
                 out.append(name)
-            elif budget.vacant(self.cache(name)):
+            elif budget.vacant(self.cache(name)) is not None:
                 budget.forget(self.cache(name), row[0] + 1)
             else:
                 out.append(name)
