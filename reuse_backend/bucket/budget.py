@@ -70,20 +70,20 @@ def record_bytes(rec: dict) -> int:
     return sum(files[f]["bytes"] for f in {r: f for f, r in rec["objects"].items()}.values())
 
 
-def vacant(cache) -> bool:
-    """Nothing lives in the cache: no version (never committed, or cleared), and nothing but its
-    log and use markers under it (no run's lease or data, no claim, no reader). What a deleted
-    cache is on a folder (gone), so the store does not name it; its log stays because numbering
-    never restarts (records.py). One LIST for a cache with data; the log is read only when
-    nothing else is there."""
+def vacant(cache) -> int | None:
+    """When nothing lives in the cache, the number of its newest record (0: none), else None:
+    no version (never committed, or cleared), and nothing but its log and use markers under it
+    (no run's lease or data, no claim, no reader). What a deleted cache is on a folder (gone), so
+    the store does not name it; its log stays because numbering never restarts (records.py). One
+    LIST for a cache with data; the log is read only when nothing else is there."""
     _, folders = cache.client.list(cache.keys.base, delimiter="/")
     if not set(folders) <= {cache.keys.log_prefix, cache.keys.used_prefix}:
-        return False
+        return None
     try:
-        _, rec = commit_log.latest(cache.client, cache.keys)
+        seq, rec = commit_log.latest(cache.client, cache.keys)
     except CorruptCacheError:
-        return False
-    return rec is None or rec["kind"] == "cleared"
+        return None
+    return (seq or 0) if rec is None or rec["kind"] == "cleared" else None
 
 
 def last_use(cache, rec: dict) -> float:
@@ -101,17 +101,15 @@ def info(cache) -> CacheInfo:
     return CacheInfo(cache.name, seq, True, record_bytes(rec), last_use(cache, rec))
 
 
-def survey(open_cache, client, loc, shard: int | None = None) -> tuple[dict, dict, list[CacheInfo]]:
-    """(live rows, dead {name: newest number}, infos) of the caches of the namespace (of one
-    index shard): the usage index's rebuild and gc."""
+def survey(open_cache, client, loc) -> tuple[dict, dict, list[CacheInfo]]:
+    """(live rows, dead {name: newest number}, infos) of every cache folder of the namespace: the
+    usage index's rebuild and gc (one look at each dead cache, three requests at each live one)."""
     live, dead, infos = {}, {}, []
     for n in list_caches(client, loc):
-        if shard is not None and usage_index.shard_of(n) != shard:
-            continue
         cache = open_cache(n)
-        if vacant(cache):
-            seq, _ = commit_log.latest(cache.client, cache.keys)
-            dead[n] = seq or 0
+        seq = vacant(cache)
+        if seq is not None:
+            dead[n] = seq
             continue
         inf = info(cache)
         infos.append(inf)
@@ -121,12 +119,29 @@ def survey(open_cache, client, loc, shard: int | None = None) -> tuple[dict, dic
 
 
 def _rebuild(open_cache, client, loc):
-    return lambda shard: survey(open_cache, client, loc, shard)[0]
+    """``rebuild(shard) -> rows`` from one survey of the namespace, made at the first call (an
+    index that is absent is usually absent whole: a namespace an older pack wrote)."""
+    memo: dict = {}
+
+    def rebuild(shard: int) -> dict:
+        if "rows" not in memo:
+            memo["rows"] = survey(open_cache, client, loc)[0]
+        return {n: r for n, r in memo["rows"].items() if usage_index.shard_of(n) == shard}
+    return rebuild
 
 
 def rows(open_cache, client, loc) -> dict:
     """Every row of the namespace's usage index (usage_index.py)."""
     return usage_index.rows_all(client, loc, _rebuild(open_cache, client, loc))
+
+
+def _index_change(cache, fn) -> None:
+    """A change of the cache's row that never fails what asked for it (the index is a summary)."""
+    try:
+        usage_index.change(cache.client, cache.loc, cache.name, fn, _rebuild(cache.sibling, cache.client, cache.loc))
+    except ReuseError as e:
+        log.warning("seedreuse: the usage index of %s was not updated for cache '%s': %s", cache.root,
+                    cache.name, e.message)
 
 
 def note_run(cache) -> None:
@@ -136,18 +151,20 @@ def note_run(cache) -> None:
             return False
         rows[cache.name] = [0, 0, time.time(), False]
         return True
-    usage_index.change(cache.client, cache.loc, cache.name, add, _rebuild(cache.sibling, cache.client, cache.loc))
+    _index_change(cache, add)
 
 
-def forget(cache, cleared_at: int) -> None:
-    """The cache was cleared at record ``cleared_at``: its row goes, unless a commit set it since."""
+def forget(cache, cleared_at: int, *, newest: int | None = None) -> None:
+    """The cache was cleared at record ``cleared_at``: its row goes, unless a commit set it since.
+    ``newest``: the log was seen to hold no version up to that number, so a row naming a later
+    one names nothing (a row nobody's commit wrote) and goes too."""
     def drop(rows):
         row = rows.get(cache.name)
-        if row is None or row[0] >= cleared_at:
+        if row is None or row[0] >= cleared_at and (newest is None or row[0] <= newest):
             return False
         del rows[cache.name]
         return True
-    usage_index.change(cache.client, cache.loc, cache.name, drop, _rebuild(cache.sibling, cache.client, cache.loc))
+    _index_change(cache, drop)
 
 
 def in_use(cache) -> str | None:
@@ -205,7 +222,7 @@ def enforce(open_cache, index: dict, budget: int | None, *, exclude=(), dry_run:
                 total -= c.bytes
                 infos[name] = fresh
                 if not fresh.error:
-                    forget(cache, (fresh.seq or 0) + 1)
+                    forget(cache, (fresh.seq or 0) + 1, newest=fresh.seq or 0)
                 continue
             total += fresh.bytes - c.bytes
             infos[name] = c = fresh

@@ -120,10 +120,11 @@ def scan(cache, *, verify: bool = True) -> list[Problem]:
 
 
 def _intact(cache, rec: dict) -> bool:
-    for rel in set(rec["objects"].values()):
+    """Every object the record names is there with the size it says (one HEAD each)."""
+    sizes = {rel: rec["manifest"]["files"][f]["bytes"] for f, rel in rec["objects"].items()}
+    for rel, size in sizes.items():
         try:
-            if cache.client.head(cache.keys.data(rel)).size != \
-                    next(rec["manifest"]["files"][f]["bytes"] for f, r in rec["objects"].items() if r == rel):
+            if cache.client.head(cache.keys.data(rel)).size != size:
                 return False
         except NotFound:
             return False
@@ -159,7 +160,7 @@ def check(cache, *, repair: bool = False) -> list[Problem]:
         return [Problem("unreachable", cache.root, e.message, e.fix)]
     if not repair or not any(p.code in REPAIRABLE for p in found):
         return found
-    doomed = [k for k in _foreign(cache)]
+    doomed = _foreign(cache)
     if any(p.code == "last_number" for p in found):
         doomed.append(cache.keys.log(MAX_SEQ))
     cache.client.delete_many(doomed)

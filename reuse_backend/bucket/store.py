@@ -26,6 +26,7 @@ class BucketStore:
         self.location = self.loc.url
         self.local_root = local_root
         self.client = clients.for_bucket(self.loc.bucket)
+        self._listed: dict | None = None
 
     def __repr__(self) -> str:
         return f"BucketStore({self.location!r})"
@@ -41,16 +42,18 @@ class BucketStore:
         cache without a version only while something lives under it (a run; a deleted, cleared
         cache is not one: its row is dropped)."""
         out = []
-        for name, row in sorted(self._rows().items()):
+        self._listed = rows = self._rows()          # the budget line right after reads these (summary)
+        for name, row in sorted(rows.items()):
             if row[3]:
                 out.append(name)
-            elif budget.vacant(self.cache(name)):
+            elif budget.vacant(self.cache(name)) is not None:
                 budget.forget(self.cache(name), row[0] + 1)
             else:
                 out.append(name)
         return out
 
     def committed(self) -> list[str]:
+        self._listed = None
         return sorted(n for n, r in self._rows().items() if r[3])
 
     def namespaces(self) -> list[tuple[str | None, "BucketStore"]]:
@@ -93,7 +96,9 @@ class BucketStore:
         return row, snap
 
     def summary(self) -> dict:
-        total = sum(r[1] for r in self._rows().values() if r[3])
+        """The budget line; right after ``names()`` (the browser's list) from the rows it read."""
+        rows, self._listed = self._listed or self._rows(), None
+        total = sum(r[1] for r in rows.values() if r[3])
         out = {"root": self.location, "store": self.kind, "bytes": total, "free": None, "capacity": None,
                "budget": None, "over_budget": False, "env": settings.MAX_BYTES}
         try:

@@ -3,7 +3,7 @@ operations of one role on one cache, as a host would, and prints each as JSON li
 ``invoke`` before, then ``ok``, ``fail`` or ``info`` after: an outcome the actor cannot know),
 so the test can SIGKILL it at any instant and still know what it did.
 
-  python -m tests.object_store.history_actor ROLE URL NAME LOCAL_ROOT ACTOR_ID SEED
+  python -m tests.object_store.history_actor ROLE URL NAME LOCAL_ROOT ACTOR_ID ACTOR_NUMBER SEED
 
 Roles: ``writer`` (begin, stage slot text with a fresh marker and slot image with a fresh one or
 carried from the base, commit), ``reader`` (open the current version, load both slots),
@@ -36,14 +36,14 @@ def _marker(value) -> float:
     return float(value.reshape(-1)[0])
 
 
-def write(cache, rng, actor: str, n: int) -> None:
+def write(cache, rng, actor: str, number: int, n: int) -> None:
     op = f"{actor}/{n}"
     run = RunInfo(run_id=f"{actor}-{n}")
     emit(op=op, kind="commit", phase="invoke", run=run.run_id)
     tx = None
     try:
         tx = cache.begin(run)
-        text = float(rng.randrange(1, 1 << 30))
+        text = float(number * 1_000_000 + n)         # unique in the history: names the run in a read
         tx.stage_slot("text", {"cond": torch.full((4, 8), text)}, key={"digest": f"t{text}"})
         base_image = None
         if tx.base is not None and tx.base.slot_entry("image") and rng.random() < 0.5:
@@ -51,7 +51,7 @@ def write(cache, rng, actor: str, n: int) -> None:
             base_image = tx.base.version
             image = _marker(tx.base.load_slot("image")["big"])
         else:
-            image = float(rng.randrange(1, 1 << 30))
+            image = -text
             tx.stage_slot("image", {"big": torch.full((IMAGE_VALUES,), image)}, key={"digest": f"i{image}"})
         emit(op=op, kind="staged", phase="note", run=run.run_id, text=text, image=image, carried_from=base_image,
              base=tx.base_head.seq if tx.base_head is not None else 0)
@@ -80,7 +80,7 @@ def read(cache, actor: str, n: int) -> None:
             text = _marker(snap.load_slot("text")["cond"])
             image = _marker(snap.load_slot("image")["big"])
             emit(op=op, kind="read", phase="ok", version=snap.version, seq=snap.seq, text=text, image=image,
-                 writer=snap.record["writer"])
+                 run=snap.manifest["run"]["run_id"])
     except ReuseError as e:
         emit(op=op, kind="read", phase="fail", error=type(e).__name__, message=e.message[:300],
              missing="missing from the bucket" in e.message or "does not match" in e.message)
@@ -105,7 +105,7 @@ def janitor(cache, rng, actor: str, n: int) -> None:
 
 
 def main(argv) -> None:
-    role, url, name, root, actor, seed = argv
+    role, url, name, root, actor, number, seed = argv
     rng = random.Random(int(seed))
     cache = BucketCache(url, name, local_root=root)
     stop = threading.Event()
@@ -115,7 +115,7 @@ def main(argv) -> None:
     while not stop.is_set():
         n += 1
         if role == "writer":
-            write(cache, rng, actor, n)
+            write(cache, rng, actor, int(number), n)
         elif role == "reader":
             read(cache, actor, n)
         else:

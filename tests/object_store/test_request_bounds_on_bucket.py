@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import pytest
 
-from reuse_backend.bucket import location, records
+from reuse_backend.bucket import location, records, usage_index
 from reuse_backend.bucket.store import BucketStore
 from reuse_backend.store import namespaces
 
@@ -58,3 +58,23 @@ def test_a_commit_and_the_list_cost_the_same_however_many_dead_caches(bucket, tm
     print(f"[bounds] a commit: {len(commit_3)} requests with 3 dead caches, {len(commit_33)} with 33; "
           f"the list: {len(list_3)} and {len(list_33)}")
     assert commit_33 == commit_3 and list_33 == list_3
+
+
+def test_a_usage_index_someone_else_wrote_is_rebuilt_or_checked_never_trusted(bucket, tmp_path, monkeypatch):
+    """A shard that is not one (nested JSON) is rebuilt from the namespace; a valid one naming a
+    huge cache that does not exist makes no commit evict a real cache (each candidate is looked
+    at first) and its row is dropped."""
+    monkeypatch.setenv("SEEDREUSE_MAX_BYTES", str(8 << 20))
+    host = tmp_path / "host"
+    for name in ("a", "b"):
+        commit(bucket.url, host, 1, name=name)
+    loc = location.parse(bucket.url)
+    for shard in range(usage_index.SHARDS):
+        bucket.plant(usage_index.key(loc, shard), b"[" * 50000)
+    assert BucketStore(bucket.url, tmp_path / "browser").names() == ["a", "b"]
+    ghost = usage_index.shard_of("ghost")
+    bucket.plant(usage_index.key(loc, ghost), usage_index.dumps({"ghost": [7, 1 << 40, 0.0, True]}))
+    commit(bucket.url, host, 2, name="a")                 # over budget by the ghost alone
+    assert BucketStore(bucket.url, tmp_path / "browser").committed() == ["a", "b"]
+    rows, _ = usage_index.read(bucket.client, loc, ghost)
+    assert "ghost" not in rows
