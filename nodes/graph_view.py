@@ -9,6 +9,7 @@ import json
 
 from ..reuse_backend.keys import graph_key
 from ..reuse_backend.keys.key import ReuseKey
+from ..reuse_backend.workflow.node_types import is_pack, is_wrapper
 from . import host
 
 PREFIX = "SeedReuse"
@@ -81,7 +82,7 @@ def passthrough_classes(prompt_like) -> dict:
     nodes = prompt_like.prompt.values() if isinstance(prompt_like, GraphView) else prompt_like.values()
     for node in nodes:
         ct = node.get("class_type", "") if isinstance(node, dict) else ""
-        if ct.startswith(ENCODE_PREFIX):
+        if is_wrapper(ct):
             out[ct] = "value"
     if isinstance(prompt_like, GraphView):
         prompt_like._passthrough = out
@@ -103,7 +104,7 @@ def set_change_token(node: dict, classes, memo: dict) -> None:
     fingerprint_inputs on its literal inputs; NaN when that raises), asked once per (class,
     literals) in ``memo``; nothing for the pack's own nodes or a class without one."""
     ct = node.get("class_type", "")
-    if not isinstance(ct, str) or ct.startswith(PREFIX):
+    if not isinstance(ct, str) or is_pack(ct):
         return
     fn = classes.change_token_fn(ct)
     if fn is None:
@@ -138,7 +139,7 @@ def walk(view: GraphView, link, label: str, skip: dict | None = None) -> graph_k
     return graph_key.walk_upstream(view, link, label=label, resolver=host.resolve_file,
                                    skip_inputs=own_skip_inputs(view) if skip is None else skip,
                                    passthrough=passthrough_classes(view),
-                                   ignore_change_token=lambda ct: ct.startswith(PREFIX),
+                                   ignore_change_token=is_pack,
                                    resolved=view.resolved, facts=view.classes.facts,
                                    hidden_values=_Hidden(view))
 

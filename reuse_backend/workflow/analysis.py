@@ -35,6 +35,7 @@ class FlatNode:
     links: dict = field(default_factory=dict)  # input name -> (source key, output slot)
     in_types: dict = field(default_factory=dict)   # linked input name -> type (when known)
     literal_names: set = field(default_factory=set)
+    literal_sources: dict = field(default_factory=dict)   # literal input name -> the primitive that sets it
     out_types: list | None = None             # None: unknown class
     out_names: list | None = None
     slot_literal: str | None = None           # a wrapper's slot name
@@ -53,6 +54,7 @@ class Wrap:
     producer: FlatNode
     consumers: list = field(default_factory=list)   # (consumer key, input name)
     name: str = ""
+    note: str = ""                                  # what the user should know about its reuse
 
 
 @dataclass
@@ -115,6 +117,46 @@ def _is_encoder(n: FlatNode) -> bool:
                if n.in_types.get(name) not in nt.ENCODER_MODEL_TYPES)
 
 
+def _patches_model_with_encode(n: FlatNode) -> list:
+    """The encoder models a MODEL -> MODEL node encodes with (a control image VAE-encoded into a
+    model patch): [] when it is not such a node."""
+    outs = [t for t in (n.out_types or []) if t]
+    if "MODEL" not in n.in_types.values() or not outs or set(outs) != {"MODEL"} or not _is_encoder(n):
+        return []               # (a LoRA loader passes its CLIP on: it encodes nothing)
+    return sorted({t for t in n.in_types.values() if t in nt.ENCODER_MODEL_TYPES})
+
+
+def _seed_origin(n: FlatNode, name: str):
+    """Who sets a seed input: the primitive of a literal, the node of a link, else None."""
+    if name in n.literal_sources:
+        return ("primitive", n.literal_sources[name])
+    return ("node", n.links[name][0]) if name in n.links else None
+
+
+def _shared_seed_note(w: "Wrap", nodes: dict, tainted: dict, boundaries: list) -> str:
+    """Where a seed on the value's encode side is set by the primitive or node that also sets a
+    sampler's seed (the ACE-Step 1.5 and MiniMax Music 3 templates): a new seed is a new encoder
+    seed, so the value is encoded again."""
+    side, todo = set(), [w.src]
+    while todo:
+        k = todo.pop()
+        if k in side or k not in nodes or tainted[k]:
+            continue
+        side.add(k)
+        todo.extend(s for s, _ in nodes[k].links.values())
+    for k in sorted(side, key=_natural):
+        for name in sorted(nt.SEED_INPUTS & (set(nodes[k].literal_sources) | set(nodes[k].links))):
+            origin = _seed_origin(nodes[k], name)
+            for b in boundaries:
+                shared = sorted(bn for bn in nt.SEED_INPUTS if _seed_origin(nodes[b], bn) == origin)
+                if shared:
+                    by = "the primitive" if origin[0] == "primitive" else _label(nodes[origin[1]])
+                    return (f"input '{name}' of {_label(nodes[k])} is set by {by}, which also sets '{shared[0]}' of "
+                            f"{_label(nodes[b])}: every new seed is a new encoder seed, so it encodes again; give "
+                            "the encoder a seed of its own to reuse it across seeds")
+    return ""
+
+
 def _label(n: FlatNode) -> str:
     return f"{n.title or n.class_type} (node {n.key})"
 
@@ -165,6 +207,11 @@ def plan(nodes: dict) -> Plan:
             reported.add((n.key, reason))
             not_wrapped.append({"node": n.key, "class_type": n.class_type, "title": n.title, "reason": reason})
 
+    for k in order:
+        enc = [] if tainted[k] else _patches_model_with_encode(nodes[k])
+        if enc:
+            report(nodes[k], f"patches the model and runs its own {'/'.join(enc)} encode inside: a model is not "
+                             "cached, so that encode is computed on every request")
     # nodes whose output goes straight into a sampler or model patcher (a wrap point, if untainted)
     feeds_sampling = {src for k in order if after_boundary[k] == k for src, _ in nodes[k].links.values()}
     wraps: dict = {}
@@ -226,4 +273,7 @@ def plan(nodes: dict) -> Plan:
     existing = sorted(n.slot_literal for n in nodes.values()
                       if nt.is_wrapper(n.class_type) and isinstance(n.slot_literal, str))
     name_slots(ordered, set(existing))
+    boundaries = [k for k in order if after_boundary[k] == k]
+    for w in ordered:
+        w.note = _shared_seed_note(w, nodes, tainted, boundaries)
     return Plan(ordered, not_wrapped, existing)

@@ -13,7 +13,10 @@
   it (its node id, the whole prompt, the workflow metadata), as metadata and prompt-logging
   nodes do.
 
-They count their runs (``wildcard``, ``llm_loader``, ``llm_generate``) in the stand-in counters.
+- ``SeedReuseTestVolatileText``: a text whose change token is NaN (changed on every run).
+
+They count their runs (``wildcard``, ``llm_loader``, ``llm_generate``, ``volatile``) in the
+stand-in counters.
 """
 from __future__ import annotations
 
@@ -117,4 +120,27 @@ class SeedReuseTestPromptReader(io.ComfyNode):
         return io.NodeOutput(f"{text} {cls.hidden.unique_id} {'/'.join(seeds)} {len(str(cls.hidden.extra_pnginfo))}")
 
 
-PROMPT_NODES = [SeedReuseTestWildcard, SeedReuseTestLanguageModelLoader, SeedReuseTestPromptReader]
+class SeedReuseTestVolatileText(io.ComfyNode):
+    """A text whose change token is NaN: the host treats it as changed on every run (a node reading
+    a clock, a counter or the network)."""
+
+    @classmethod
+    def define_schema(cls):
+        return io.Schema(
+            node_id="SeedReuseTestVolatileText", display_name="SeedReuse Test: Volatile Text (changes every run)",
+            category="SeedReuse/test", description="A text the host must run again on every prompt.",
+            inputs=[io.String.Input("text", default="x", tooltip="The text, with a run counter appended.")],
+            outputs=[io.String.Output(display_name="text", tooltip="text + a counter.")])
+
+    @classmethod
+    def fingerprint_inputs(cls, **kw):
+        return float("nan")
+
+    @classmethod
+    def execute(cls, text):
+        count("volatile")
+        return io.NodeOutput(f"{text} #{random.random()}")
+
+
+PROMPT_NODES = [SeedReuseTestWildcard, SeedReuseTestLanguageModelLoader, SeedReuseTestPromptReader,
+                SeedReuseTestVolatileText]
