@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import os
 
-from ..reuse_backend.keys.graph_key import is_link
+from ..reuse_backend.keys.graph_limits import is_link
 from ..reuse_backend.media.segment_trim import audio_frames
 from . import host
 

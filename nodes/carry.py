@@ -17,7 +17,8 @@ def carry_unexecuted_slots(ctx, root: str, name: str, st) -> None:
     base = getattr(st.tx, "base", None)
     if base is None:
         return
-    view = GraphView(ctx.prompt, resolved=ctx.resolved)
+    view = GraphView(ctx.prompt, resolved=ctx.resolved, extra_pnginfo=ctx.extra.get("extra_pnginfo"),
+                     executing=True)
     for node_id, node in (ctx.prompt or {}).items():
         ct = node.get("class_type", "") if isinstance(node, dict) else ""
         if not ct.startswith(ENCODE_PREFIX):

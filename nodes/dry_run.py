@@ -16,18 +16,18 @@ edges; field names are paths (a chain of d nodes has O(d^2) characters): what th
 """
 from __future__ import annotations
 
-import json
 
 from ..reuse_backend.errors import CorruptCacheError, InvalidRequestError
-from ..reuse_backend.keys import graph_key
-from ..reuse_backend.keys.graph_key import MAX_VALUE_DEPTH, is_link, number_problem
+from ..reuse_backend.keys import graph_key, graph_limits
+from ..reuse_backend.keys.graph_limits import MAX_VALUE_DEPTH, is_link
+from ..reuse_backend.keys.literal_numbers import number_problem
 from ..reuse_backend.keys.slots import decide_slot
 from ..reuse_backend.keys.value_checks import inspect_slot
 from . import host
 from .dry_run_segments import MAX_LISTED_SEGMENTS  # noqa: F401  (documented above; the segment answers)
 from .dry_run_segments import Snapshots, cached_snapshot as _cached_snapshot, error_dict as _err, \
     segment_answer as _segment_answer, session_settings as _session
-from .graph_view import END_ID, ENCODE_PREFIX, PREFIX, SLOT_IO_TYPES, START_ID, GraphView, slot_key
+from .graph_view import END_ID, ENCODE_PREFIX, PREFIX, SLOT_IO_TYPES, START_ID, GraphView, set_change_token, slot_key
 
 MAX_BODY_BYTES = 16 << 20
 MAX_NODES = 2000
@@ -101,7 +101,7 @@ def check_request(prompt, schemas: host.NodeClasses | None = None) -> tuple[dict
                                       "not an object", expected="{input name: value or [node id, output index]}",
                                       actual=type(inputs).__name__, fix="send the inputs as an object")
         for name, v in inputs.items():
-            if isinstance(v, (list, dict)) and graph_key.value_shape(v)[0] > MAX_VALUE_DEPTH:
+            if isinstance(v, (list, dict)) and graph_limits.value_shape(v)[0] > MAX_VALUE_DEPTH:
                 raise _too_large(f"node {nid}, input {name!r}: the nesting of the value", f"{MAX_VALUE_DEPTH} levels",
                                  f"> {MAX_VALUE_DEPTH} levels", "pass a flat value (widgets send numbers, text "
                                  "and at most a list of values)")
@@ -171,33 +171,23 @@ def fill_change_tokens(prompt: dict, keyed=None, schemas: host.NodeClasses | Non
             continue
         specs = schemas.specs(ct)
         _coerce_literals(node, specs)
-        if ct.startswith(PREFIX):
-            continue
-        fn = schemas.change_token_fn(ct)
-        if fn is None:
-            continue
-        literals = {k: v for k, v in node["inputs"].items() if k in specs and not is_link(v)}
-        memo = (ct, json.dumps(literals, sort_keys=True, default=repr))
-        if memo not in tokens:
-            try:
-                tokens[memo] = [fn(**literals)]
-            except Exception:
-                tokens[memo] = float("nan")
-        node["is_changed"] = tokens[memo]
+        set_change_token(node, schemas, tokens)
     return out
 
 
-def dry_run(prompt: dict, root: str | None = None) -> dict:
+def dry_run(prompt: dict, root: str | None = None, *, extra_pnginfo=None) -> dict:
     """Per reuse node "reuse" / "encode" / "fail" and why, against the caches under ``root``
-    (the requesting user's namespace; default: the configured root). Raises
+    (the requesting user's namespace; default: the configured root), with the seeds and samplers
+    each slot's key depends on (``depends_on``). ``extra_pnginfo``: the workflow metadata the
+    queued prompt would carry (``extra_data.extra_pnginfo``; keys of nodes that read it). Raises
     RequestTooLargeError (413) or another ReuseError (400) for a request it refuses (see
     check_request and the module doc)."""
     schemas = host.NodeClasses()
     _, keyed = check_request(prompt, schemas)
     snaps = Snapshots(root or host.cache_root())
     result = {"nodes": {}, "segments": {}}
-    with graph_key.key_budget(MAX_KEY_CHARS) as budget:
-        view = GraphView(fill_change_tokens(prompt, keyed, schemas))
+    with graph_limits.key_budget(MAX_KEY_CHARS) as budget:
+        view = GraphView(fill_change_tokens(prompt, keyed, schemas), extra_pnginfo=extra_pnginfo, classes=schemas)
         ends = _loop_ends(prompt)
         try:
             for nid, node in prompt.items():
@@ -241,6 +231,7 @@ def _slot_answer(view, nid, ct, snaps) -> dict:
                         snapshot_error=snap_err,   # inspect: the cheap check (header and structure only)
                         inspect=lambda s: inspect_slot(s, cache_name=name, slot=slot, io_type=io_type, load=False))
         return {"kind": "slot", "slot": slot, "cache": name, "mode": mode, "will": d.action,
-                "reason": d.reason, "mismatch": d.mismatch, "key": d.key.digest}
+                "reason": d.reason, "mismatch": d.mismatch, "key": d.key.digest,
+                "depends_on": [dep.to_dict() for dep in d.key.depends]}
     except Exception as e:
         return {"kind": "slot", "slot": slot, "will": "fail", "reason": str(e), "error": _err(e)}

@@ -76,7 +76,8 @@ class _EncodeOrReuse(io.ComfyNode):
         d = ctx.decisions.get(uid)
         if d is None:
             snap = ctx.snapshot(session.root, session.name)
-            view = GraphView(cls.hidden.prompt, cls.hidden.dynprompt, resolved=ctx.resolved)
+            view = GraphView(cls.hidden.prompt, cls.hidden.dynprompt, resolved=ctx.resolved,
+                             extra_pnginfo=ctx.extra.get("extra_pnginfo"), executing=True)
             key = slot_key(view, uid, cls.IO.io_type)
             # a matching slot is loaded and checked here, before the lazy value is (not)
             # requested: a slot that does not load or holds an unusable value is rebuilt (auto)
@@ -209,7 +210,8 @@ class _EncodeOrReuse(io.ComfyNode):
             status = f"encoded '{slot}' ({d.reason})"
             report = {"action": "encoded", "encode_seconds": encode_s}
         payload = {"node": uid, "prompt_id": ctx.prompt_id, "cache": session.name, "slot": slot,
-                   "reason": d.reason, "mismatch": d.mismatch[:8], "status": status, **report}
+                   "reason": d.reason, "mismatch": d.mismatch[:8], "status": status,
+                   "depends_on": [dep.to_dict() for dep in d.key.depends], **report}
         ctx.results[uid] = payload
         host.send_event("seedreuse.slot", payload)
         return io.NodeOutput(value, status, ui={"seedreuse": [payload]})

@@ -24,7 +24,8 @@ from aiohttp import web
 from ..reuse_backend import stores
 from ..reuse_backend.store import roots
 from ..reuse_backend.errors import InvalidRequestError, ReuseError, UnknownUserError
-from ..reuse_backend.keys.graph_key import is_link, number_problem
+from ..reuse_backend.keys.graph_limits import is_link
+from ..reuse_backend.keys.literal_numbers import number_problem
 from ..reuse_backend.media import segment_takes, take_output
 from . import host
 from .dry_run import MAX_BODY_BYTES, PREFIX, RequestTooLargeError, dry_run
@@ -131,7 +132,7 @@ def refuse_inexact_numbers(json_data):
     ComfyUI's validation converts an INT literal with ``int(v)`` before any validate function
     sees it (1.5 -> 1, true -> 1, "2" -> 2), so a node's own validate_inputs cannot tell 1.5
     from 1. Here the raw JSON value is still there: every INT/FLOAT literal of the pack's nodes
-    that is not exact (graph_key.number_problem) is replaced by a RefusedNumber, which fails
+    that is not exact (literal_numbers.number_problem) is replaced by a RefusedNumber, which fails
     ComfyUI's conversion with the reason (input, value, allowed range, fix). Ranges are checked
     where ComfyUI checks them (the schema's min/max), except for the inputs a node's own
     validate_inputs takes: ComfyUI files that function's refusal under every input it takes (the
@@ -197,7 +198,8 @@ def check_body(raw: bytes, root: str | None = None) -> dict:
                                   fix="send the API-format prompt (File > Export (API) on the canvas)")
     # the prompt as POST /prompt would queue it: automatic mode by the setting and the same switch
     prompt, root, auto_report = auto_mode.for_dry_run(body, root or host.cache_root())
-    answer = dry_run(prompt, root)
+    extra = body.get("extra_data") if isinstance(body.get("extra_data"), dict) else {}
+    answer = dry_run(prompt, root, extra_pnginfo=extra.get("extra_pnginfo"))
     if auto_report is not None:
         answer["auto"] = auto_report
     return answer

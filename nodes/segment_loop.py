@@ -98,7 +98,8 @@ class SeedReuseSegmentLoopStart(SegmentNode):
         trim = plan_trim(spec.S, F, M, fps, audio_len)   # the output's end; the cache keeps all P(S) frames
         uid = cls.hidden.unique_id
         ctx = transactions.current()
-        view = GraphView(cls.hidden.prompt, cls.hidden.dynprompt, resolved=ctx.resolved)
+        view = GraphView(cls.hidden.prompt, cls.hidden.dynprompt, resolved=ctx.resolved,
+                         extra_pnginfo=ctx.extra.get("extra_pnginfo"), executing=True)
         end_id = find_end_node(view, uid)
         if end_id is None:
             raise InvalidRequestError("Segment Loop Start has no Segment Loop End",

@@ -6,7 +6,7 @@ from dataclasses import dataclass, replace
 
 from ..reuse_backend.store import namespaces, roots
 from ..reuse_backend.errors import InvalidRequestError, ReuseError
-from ..reuse_backend.keys.graph_key import number_problem
+from ..reuse_backend.keys.literal_numbers import number_problem
 from ..reuse_backend.keys.slots import MODES
 from ..reuse_backend.media.segment_takes import DEFAULT_KEEP, keep_takes
 from . import auto_reports, host, transactions, users

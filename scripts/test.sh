@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # The whole test suite: sets up what is missing (idempotent), then runs pytest on each host of
-# SEEDREUSE_TEST_HOSTS. Default: ComfyUI 0.3.75 (every tier), then ComfyUI 0.33.0 (every tier
-# that starts a ComfyUI worker; what imports no host, marker hostfree, runs once), the second
-# from the tree in $SEEDREUSE_HOSTS_DIR (default ../shared/hosts). Without that tree (a user's
-# fresh clone) the suite runs on 0.3.75 alone and says so at the start and at the end.
+# SEEDREUSE_TEST_HOSTS. Default: ComfyUI 0.33.0, the primary host (every tier; from the tree in
+# $SEEDREUSE_HOSTS_DIR, default ../shared/hosts), then ComfyUI 0.3.75, a year older, for what
+# exercises a code path that differs by host (marker both_hosts, tests/conftest.py BOTH_HOSTS).
+# Without the 0.33.0 tree (a user's fresh clone) every tier runs on 0.3.75 alone and says so at
+# the start and at the end.
 #   SEEDREUSE_TEST_HOSTS=0.3.75 bash scripts/test.sh                                 # one host
 #   SEEDREUSE_TEST_HOSTS=0.33.0 bash scripts/test.sh tests/test_encoder_reuse.py -x   # one file, one host
 # With COMFYUI_PATH set, the suite runs on that ComfyUI only.
@@ -19,7 +20,7 @@ if [ -n "${COMFYUI_PATH:-}" ]; then
 elif [ -n "${SEEDREUSE_TEST_HOSTS:-}" ]; then
   HOSTS="$SEEDREUSE_TEST_HOSTS"
 elif [ -f "$HOSTS_DIR/comfyui-0.33.0.tar.xz" ]; then
-  HOSTS="0.3.75 0.33.0"
+  HOSTS="0.33.0 0.3.75"
 else
   HOSTS="0.3.75"
   ONE_HOST_NOTE="this run tested ONE host, ComfyUI 0.3.75: ComfyUI 0.33.0 was not run because $HOSTS_DIR/comfyui-0.33.0.tar.xz is absent (set SEEDREUSE_HOSTS_DIR to the folder that holds it)"
@@ -50,11 +51,10 @@ for h in $HOSTS; do
     out=$(SEEDREUSE_HOST="$h" bash scripts/setup.sh --with-browser)
     VENV=$(printf '%s\n' "$out" | tail -n 1)
     label="ComfyUI $h"
-    # what imports no host (the backend tier, the pure-store object-store tests: marker
-    # hostfree, tests/conftest.py) runs with the first host only
+    # the first host runs every tier; a later one only what differs by host (both_hosts)
     if [ ${#args[@]} -eq 0 ]; then
       args=(tests)
-      [ "$first" = 1 ] || args=(tests -m "not hostfree")
+      [ "$first" = 1 ] || args=(tests -m "both_hosts and not hostfree")
     fi
     if [ "$h" = 0.3.75 ]; then
       run=(env -u COMFYUI_PATH "$VENV/bin/python" -m pytest -q -ra --durations=15 "${args[@]}")

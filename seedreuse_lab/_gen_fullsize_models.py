@@ -92,19 +92,20 @@ def _umt5_meta_state(comfy_t5):
 
 
 def stream_safetensors(path: str, shapes: dict, seed: int, extra: dict, metadata: dict, chunk: int = CHUNK,
-                       label: str = "") -> int:
-    """Write a safetensors file of fp16 tensors ``shapes`` (name -> shape), each drawn from one
-    seeded generator in chunks of at most ``chunk`` values (scaled by _scale), in sorted name
-    order, then the uint8 tensors ``extra`` (name -> bytes); at most one chunk in memory. Written
-    to a temporary name, fsynced, renamed. Returns the file's size."""
+                       label: str = "", dtype: str = "F16") -> int:
+    """Write a safetensors file of ``dtype`` (F16 or BF16) tensors ``shapes`` (name -> shape), each
+    drawn from one seeded generator in chunks of at most ``chunk`` values (scaled by _scale), in
+    sorted name order, then the uint8 tensors ``extra`` (name -> bytes); at most one chunk in
+    memory. Written to a temporary name, fsynced, renamed. Returns the file's size."""
     import numpy as np
     import torch
 
+    draw = {"F16": torch.float16, "BF16": torch.float32}[dtype]   # bf16 drawn in float32, then rounded
     names = sorted(shapes)
     header, off = {}, 0
     for n in names:
         nbytes = 2 * math.prod(shapes[n])
-        header[n] = {"dtype": "F16", "shape": list(shapes[n]), "data_offsets": [off, off + nbytes]}
+        header[n] = {"dtype": dtype, "shape": list(shapes[n]), "data_offsets": [off, off + nbytes]}
         off += nbytes
     data_bytes = off
     for n, blob in sorted(extra.items()):
@@ -124,9 +125,11 @@ def stream_safetensors(path: str, shapes: dict, seed: int, extra: dict, metadata
             left = math.prod(shapes[n])
             while left:
                 k = min(left, chunk)
-                v = torch.randn((k,), generator=g, dtype=torch.float16).mul_(std)
+                v = torch.randn((k,), generator=g, dtype=draw).mul_(std)
                 if mean:
                     v.add_(mean)
+                if dtype == "BF16":
+                    v = v.to(torch.bfloat16).view(torch.int16)
                 f.write(v.numpy().view(np.uint8).tobytes())
                 left -= k
                 done += 2 * k

@@ -1,6 +1,6 @@
 """SeedReuse benchmarks: prints ONE table; every row is measured in this run (medians over repeats).
 
-    scripts/bench.sh [--repeats 5] [--only encoder,auto,batch,realenc,cachenone,umt5,segments,takes,merge,cacheio,memory,gpu,full-size,object-store,bucket-scale]
+    scripts/bench.sh [--repeats 5] [--only encoder,auto,batch,realenc,cachenone,umt5,segments,takes,merge,cacheio,memory,gpu,full-size,full-size-llm,object-store,bucket-scale]
                      [--real-repeats 3] [--json FILE]
 
 Sections (each measured side by side, interleaved, medians):
@@ -30,6 +30,8 @@ Sections (each measured side by side, interleaved, medians):
   full-size only with --only full-size (not in CI): umT5-XXL, ViT-H, the Wan 2.1 VAE at 832x480 and
             wav2vec2 at real size (seedreuse_lab/bench_fullsize.py): without the pack, cold, and a
             hit on another worker, one fresh worker each; load vs encode, artifact sizes, peak RSS.
+  full-size-llm only with --only full-size-llm (not in CI; ComfyUI 0.33): Z-Image Turbo's Qwen3 4B
+            text encoder at real size (seedreuse_lab/bench_fullsize_llm.py), the same three runs.
   object-store only with --only object-store (root; seedreuse_lab/bench_object_store.py): two
             simulated hosts, a hit through Ceph RGW (local tier cold) vs through GlusterFS strict
             vs from the local tier vs cold, bytes fetched per hit, commit time vs version size.
@@ -58,10 +60,10 @@ from seedreuse_lab import host, raw_read
 
 ROWS: list[dict] = []
 SECTIONS = ("encoder", "auto", "batch", "realenc", "cachenone", "umt5", "segments", "takes", "merge", "cacheio",
-            "memory", "gpu", "full-size", "object-store", "bucket-scale")
-# only when asked for: full-size (~12 GB of models, minutes per run), object-store (root, network
-# namespaces, a Ceph cluster and a GlusterFS volume), bucket-scale (root, a Ceph cluster)
-DEFAULT_SECTIONS = tuple(s for s in SECTIONS if s not in ("full-size", "object-store", "bucket-scale"))
+            "memory", "gpu", "full-size", "full-size-llm", "object-store", "bucket-scale")
+# only when asked for: full-size (~12 GB of models, minutes per run), full-size-llm (~8 GB), object-store
+# (root, network namespaces, a Ceph cluster and a GlusterFS volume), bucket-scale (root, a Ceph cluster)
+DEFAULT_SECTIONS = tuple(s for s in SECTIONS if s not in ("full-size", "full-size-llm", "object-store", "bucket-scale"))
 
 
 def log(*a):
@@ -683,8 +685,8 @@ def main(argv=None) -> int:
     tmp.mkdir(parents=True, exist_ok=True)
     failures = []
     from types import SimpleNamespace
-    from seedreuse_lab import (bench_auto, bench_batch, bench_bucket_scale, bench_fullsize, bench_object_store,
-                               bench_real, bench_takes)
+    from seedreuse_lab import (bench_auto, bench_batch, bench_bucket_scale, bench_fullsize, bench_fullsize_llm,
+                               bench_object_store, bench_real, bench_takes)
     helpers = SimpleNamespace(row=row, fmt_s=fmt_s, med=med, log=log, timed=_timed)
     steps = {"encoder": lambda: bench_encoder(tmp, a.repeats),
              "auto": lambda: bench_auto.bench_auto(tmp, a.repeats, helpers),
@@ -699,6 +701,7 @@ def main(argv=None) -> int:
              "memory": lambda: bench_memory(tmp),
              "gpu": lambda: bench_gpu(a.repeats, a.gpu_steps, a.gpu_smoke_cpu),
              "full-size": lambda: bench_fullsize.bench_fullsize(tmp, helpers),
+             "full-size-llm": lambda: bench_fullsize_llm.bench_fullsize_llm(tmp, helpers),
              "object-store": lambda: bench_object_store.bench_object_store(tmp, a.repeats, helpers),
              "bucket-scale": lambda: bench_bucket_scale.bench_bucket_scale(tmp, a.repeats, helpers)}
     try:

@@ -128,8 +128,9 @@ def one_run(tmp, name, models, root, prompt, timed, *, with_pack: bool, drop=())
         before = memory_of(w.proc.pid)
         r, st = timed(w, prompt, timeout=3600)
         mem = memory_of(w.proc.pid)
+        gpu = w.get_json("/seedreuse_test/gpu") if os.environ.get("SEEDREUSE_WORKER_DEVICE") == "gpu" else {}
         return {"seconds": r.seconds, "durations": durations(st, r.seconds), "executed": set(r.executed),
-                "mem": mem, "idle_rss": before["VmRSS"], "result": r}
+                "mem": mem, "idle_rss": before["VmRSS"], "result": r, "gpu": gpu.get("max_allocated")}
     finally:
         w.stop()
 
@@ -210,6 +211,10 @@ def bench_fullsize(tmp: Path, b) -> None:
     row(area, "hit's peak RSS above the idle worker", _gib(hit["mem"]["VmHWM"] - hit["idle_rss"]), "", None,
         f"the VAE load + its {WIDTH}x{HEIGHT} decode, the tiny DiT and sampling, and the restored artifacts "
         f"({total / 2 ** 30:.2f} GiB); no encoder weights (umT5-XXL alone is {_gib(files[0].stat().st_size)} on disk)")
+    for k, r in (("plain", plain), ("cold", cold), ("hit", hit)):
+        if r.get("gpu"):          # workers on CUDA (SEEDREUSE_WORKER_DEVICE=gpu, scripts/gpu_fullsize.sh)
+            row(area, f"peak GPU memory of the worker, {k} (torch.cuda.max_memory_allocated)", _gib(r["gpu"]),
+                "", None, "read over the stand-in pack's /seedreuse_test/gpu route after the run")
     log(f"  full-size: plain {plain['seconds']:.1f} s, cold {cold['seconds']:.1f} s, hit {hit['seconds']:.1f} s")
     _gluster_rows(tmp, models, area, hit, row, log)
 

@@ -211,6 +211,41 @@ def qwen_edit(image_name: str, seed: int, prompt_text: str = "make it blue", *, 
     return p
 
 
+# ------------------------------------------------------------------ Z-Image Turbo
+
+ZIMG = SimpleNamespace(UNET="1", SHIFT="2", VAE="3", TEXT_LOADER="4", POS="5", NEG="6", LATENT="7", SAMPLER="8",
+                       DECODE="9", SAVE="10", R_POS="101")
+
+
+def zimage_turbo(seed: int, prompt_text: str = "a tiny z-image", *, cache_name="zimage_turbo", reuse="auto",
+                 width=32, height=32, steps=2, cfg=1.0, shift=3.0, sampler_name="res_multistep",
+                 scheduler="simple", unet=None, vae=None, text_encoder=None,
+                 filename_prefix="seedreuse/zimage_turbo") -> dict:
+    """Z-Image Turbo as the official template (image_z_image_turbo) runs it: the prompt through the
+    STOCK CLIPTextEncode (its CLIP from SeedReuseTestCLIPLoader, type lumina2: the stand-in Qwen3
+    4B behind the host's Z-Image tokenizer), reused; the negative is ConditioningZeroOut of the
+    reused positive (nothing to encode). Defaults: the generated models of
+    _gen_image_family_models.py (on a host that has Z-Image)."""
+    from . import _gen_image_family_models as gen
+    p: dict = {}
+    _session(p, cache_name, reuse)
+    p[ZIMG.UNET] = _n("UNETLoader", {"unet_name": unet or gen.ZIMAGE, "weight_dtype": "default"})
+    p[ZIMG.SHIFT] = _n("ModelSamplingAuraFlow", {"model": link(ZIMG.UNET), "shift": shift})
+    p[ZIMG.VAE] = _n("VAELoader", {"vae_name": vae or gen.FLUX_AE})
+    p[ZIMG.TEXT_LOADER] = _n("SeedReuseTestCLIPLoader", {"clip_name": text_encoder or "standin_qwen3_4b.safetensors",
+                                                         "type": "lumina2", "device": "default"})
+    p[ZIMG.POS] = _n("CLIPTextEncode", {"clip": link(ZIMG.TEXT_LOADER), "text": prompt_text}, "Positive")
+    pos = _reuse(p, ZIMG.R_POS, "Conditioning", "positive", link(ZIMG.POS))
+    p[ZIMG.NEG] = _n("ConditioningZeroOut", {"conditioning": pos}, "Negative")
+    p[ZIMG.LATENT] = _n("EmptySD3LatentImage", {"width": width, "height": height, "batch_size": 1})
+    p[ZIMG.SAMPLER] = _n("KSampler", {"model": link(ZIMG.SHIFT), "seed": int(seed), "steps": steps, "cfg": cfg,
+                                      "sampler_name": sampler_name, "scheduler": scheduler, "positive": pos,
+                                      "negative": link(ZIMG.NEG), "latent_image": link(ZIMG.LATENT), "denoise": 1.0})
+    p[ZIMG.DECODE] = _n("VAEDecode", {"samples": link(ZIMG.SAMPLER), "vae": link(ZIMG.VAE)})
+    p[ZIMG.SAVE] = _n("SaveImage", {"images": link(ZIMG.DECODE), "filename_prefix": filename_prefix})
+    return p
+
+
 # ------------------------------------------------------------------ InfiniteTalk (Wan 2.1 I2V + patch)
 
 IT = SimpleNamespace(UNET="1", VAE="2", TEXT_LOADER="3", POS="4", NEG="5", CV_LOADER="6", IMAGE="7", CV_ENCODE="8",
@@ -366,6 +401,7 @@ STOCK = {
     "SeedReuseTestModelPatchLoader": ("ModelPatchLoader", {}, {}),
     "SeedReuseTestInfiniteTalkToVideo": ("WanInfiniteTalkToVideo", {"audio_encoder_output_2": None,
                                                                     "mask_1": None, "mask_2": None}, {}),
+    "SeedReuseTestCLIPLoader": ("CLIPLoader", {}, {}),      # the stock loader's inputs already
 }
 PASS_THROUGH = ("SeedReuseTestTap", "SeedReuseTestInfiniteTalkProbe")
 DROP = ("SeedReuseTestInspect",)

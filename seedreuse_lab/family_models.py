@@ -85,3 +85,44 @@ def models_dir_with_families(base: tm.TinyModels, family: tm.TinyModels, dest: P
     """dest/<folder>/<file> -> symlinks to the base tiny models and the family models."""
     tm.link_models_dir(base, dest)
     return tm.link_files(family, FILES, dest)
+
+
+# ------------------------------------------------------------------ image and audio families
+# Z-Image, Flux.1 / Flux.2, SDXL base + refiner, SD3.5, ACE-Step 1.5 (_gen_image_family_models.py:
+# ~3.9 GB, the Z-Image DiT alone 1.8 GB: the host detects Z-Image only at its full width), on a
+# host that has their classes (ComfyUI 0.33; 0.3.75 has none of ZImage, Flux2, ACEStep15).
+
+IMAGE_GENERATOR = Path(__file__).with_name("_gen_image_family_models.py")
+IMAGE_PREFIX = "imgfam-"
+
+
+def image_families_on_host() -> bool:
+    """True when the host's source has the image/audio family classes the generator builds
+    (read from comfy/supported_models.py; no ComfyUI import)."""
+    try:
+        src = (host.comfyui_dir() / "comfy" / "supported_models.py").read_text()
+    except (OSError, host.HostNotFound):
+        return False
+    return all(f"class {c}(" in src for c in ("ZImage", "Flux2", "ACEStep15", "SDXLRefiner", "SD3"))
+
+
+def image_family_files() -> set:
+    from . import _gen_image_family_models as gen
+
+    return {("diffusion_models", f) for f, _ in gen.DIFFUSION} | {("checkpoints", f) for f, _ in gen.CHECKPOINTS} \
+        | {("vae", f) for f, _ in gen.VAES} | {("text_encoders", f) for f in gen.TEXT_ENCODERS}
+
+
+def ensure_image_family_models(timeout: float = 1800) -> tm.TinyModels:
+    """Generate (or reuse) the image/audio family models; older versions of this host's are pruned."""
+    digest = IMAGE_PREFIX + tm.generator_hash(IMAGE_GENERATOR, on_base=True)
+    return tm.generate_cached(digest, "_gen_image_family_models", image_family_files(),
+                              "SEEDREUSE_IMAGE_FAMILY_MODELS", timeout=timeout, prune_prefix=IMAGE_PREFIX)
+
+
+def link_image_families_if_host_has_them(dest: Path) -> Path:
+    """On a host with the classes: generate (once) and link the image/audio family models into
+    dest; elsewhere dest unchanged. Returns dest."""
+    if image_families_on_host():
+        tm.link_files(ensure_image_family_models(), image_family_files(), dest)
+    return dest

@@ -305,7 +305,9 @@ class ComfyWorker:
             models.mkdir(exist_ok=True)
 
     def command(self) -> list[str]:
-        cmd = [host.python_executable(), "main.py", "--cpu", "--listen", "127.0.0.1",
+        # SEEDREUSE_WORKER_DEVICE=gpu (the GPU benchmark script): ComfyUI picks its CUDA device
+        device = [] if os.environ.get("SEEDREUSE_WORKER_DEVICE") == "gpu" else ["--cpu"]
+        cmd = [host.python_executable(), "main.py", *device, "--listen", "127.0.0.1",
                "--port", str(self.port), "--base-directory", str(self.base_dir),
                "--disable-auto-launch"]
         if _cli_supports("--database-url"):

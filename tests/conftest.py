@@ -50,6 +50,26 @@ TIERS = {
     "distributed": "the pack under ComfyUI-Distributed 1.4.4: a master and two local workers, jobs through /distributed/queue",
 }
 SMOKE_FILES = {"test_pack_loads.py", "test_host_smoke.py"}   # the host part of the fast lane
+
+# ComfyUI 0.33.0 is the primary host: every tier runs there. The secondary host (0.3.75, a year
+# older) runs only what exercises a code path that differs by host (marker ``both_hosts``,
+# selected by scripts/test.sh): each entry says which host difference it covers.
+BOTH_HOSTS = {
+    "test_pack_loads.py": "the pack's import and registration through each host's V3 API",
+    "test_host_smoke.py": "the host adapter (nodes/host/): server, executor hook, node classes",
+    "test_encoder_reuse.py": "lazy evaluation and the executor hook that commits a prompt",
+    "test_segment_reuse.py": "node expansion (the segment loop) and the executor's loop bookkeeping",
+    "test_routes.py": "the server's routes, request handling and the dry run's class introspection",
+    "test_auto_mode.py": "automatic mode's on_prompt handler and middleware on each server",
+    "test_cache_modes.py": "each host's cache modes (0.3.75: classic default; 0.33: RAM pressure default)",
+    "test_examples.py": "the shipped examples' stock-node layouts (the oldest host's widgets)",
+    "test_real_encoders.py": "each host's CLIP vision and audio-encoder loaders and outputs",
+    "test_key_mutations.py": "each host's official templates and node schemas (the key mutation checker)",
+    "test_key_cases.py": "the key's seed, sampler and prompt-enhancer cases end to end on each host",
+    "templates": "each host's own official templates and its UI -> API conversion",
+    "browser": "each host's own frontend (1.32.9 on 0.3.75)",
+    "test_infinitetalk.py": "the stand-in WanInfiniteTalkToVideo on 0.3.75, the stock node on 0.33",
+}
 SMOKE_EXCLUDED = {"test_two_workers_are_deterministic_and_survive_kill"}   # minutes, not seconds
 
 
@@ -108,6 +128,9 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(pytest.mark.hostfree)
         if Path(str(item.fspath)).name in SMOKE_FILES and item.originalname not in SMOKE_EXCLUDED:
             item.add_marker(pytest.mark.smoke)
+        path = Path(str(item.fspath))
+        if path.name in BOTH_HOSTS or tier in BOTH_HOSTS:
+            item.add_marker(pytest.mark.both_hosts)
 
 
 def pytest_report_header(config):
@@ -127,6 +150,8 @@ def pytest_configure(config):
     config.addinivalue_line("markers", "hostfree: starts no ComfyUI worker and imports no host (the backend "
                                        "tier, and modules of other tiers that say so): scripts/test.sh runs "
                                        "it with the first host only")
+    config.addinivalue_line("markers", "both_hosts: exercises a code path that differs by host: scripts/test.sh "
+                                       "runs it on the secondary host (0.3.75) too (BOTH_HOSTS)")
     config.addinivalue_line("markers", "exhaustive: enumerations (every fs operation, every write kind, "
                                        "two uids): in the full suite, not in the fast lane")
     if not config.pluginmanager.has_plugin("seedreuse-root-dir"):

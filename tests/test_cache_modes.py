@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 from seedreuse_lab import graphs
-from seedreuse_lab.graphs import I2V
-from seedreuse_lab.reuse_graphs import SEG, i2v_reuse, segment_graph
+from seedreuse_lab.graphs import I2V, T2V
+from seedreuse_lab.reuse_graphs import SEG, i2v_reuse, segment_graph, t2v_reuse
 
 pytestmark = pytest.mark.comfy
 MODES = {"default": (), "classic": ("--cache-classic",), "lru": ("--cache-lru", "4"),
@@ -56,3 +56,13 @@ def test_reuse_under_host_cache_mode(comfy_workers, mode):
     assert kept["kept"] == 2
     merge = [e["data"] for e in res.events_of("seedreuse.merge")][0]
     assert merge["prefix_mode"] == "stream-copy" and merge["frames"] == 27
+    # a volatile node upstream (change token NaN) is encoded again on every run, in every mode:
+    # with --cache-none the host computes no change token, so the pack computes it itself
+    p = t2v_reuse(seed=6, cache_name="volatile")
+    p["30"] = {"class_type": "SeedReuseTestVolatileText", "inputs": {"text": "a frog"}}
+    p[T2V.POS]["inputs"]["text"] = ["30", 0]
+    for run in range(2):
+        b.reset_counts()
+        rv = b.run(p).raise_for_status()
+        ev = [e["data"] for e in rv.events_of("seedreuse.slot")]
+        assert [e["action"] for e in ev] == ["encoded"] and b.counts()["text_encode"] == 1, (run, ev)

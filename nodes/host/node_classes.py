@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import inspect
 
+from ...reuse_backend.keys.graph_key import NO_FACTS, ClassFacts
+
 
 def node_class(class_type: str):
     """The node class registered for ``class_type`` on this host, or None."""
@@ -73,6 +75,32 @@ def declared_inputs(cls) -> dict:
     return {**(spec.get("optional") or {}), **(spec.get("required") or {})}
 
 
+_HIDDEN_NAMES = {"UNIQUE_ID": "unique_id", "PROMPT": "prompt", "DYNPROMPT": "dynprompt",
+                 "EXTRA_PNGINFO": "extra_pnginfo"}
+
+
+def class_facts(cls) -> ClassFacts:
+    """What a key must know about a class beyond its inputs (graph_key.ClassFacts): the hidden
+    values the host passes it (``INPUT_TYPES()["hidden"]``, V1 and V3 alike), ``NOT_IDEMPOTENT``,
+    its seed widgets (``control_after_generate``) and whether it samples (a NOISE input, or a
+    seed widget next to a MODEL input)."""
+    spec = cls.INPUT_TYPES()
+    # V1 declares {"unique_id": "UNIQUE_ID"}; a V3 schema {"unique_id": ("UNIQUE_ID",)}
+    kinds = [v[0] if isinstance(v, (list, tuple)) and v else v for v in (spec.get("hidden") or {}).values()]
+    hidden = frozenset(_HIDDEN_NAMES[v] for v in kinds if isinstance(v, str) and v in _HIDDEN_NAMES)
+    declared = declared_inputs(cls)
+    seeds, types = set(), set()
+    for name, s in declared.items():
+        kind = s[0] if isinstance(s, (list, tuple)) and s else None
+        types.add(kind if isinstance(kind, str) else "COMBO")
+        extra = s[1] if isinstance(s, (list, tuple)) and len(s) > 1 and isinstance(s[1], dict) else {}
+        if extra.get("control_after_generate"):
+            seeds.add(name)
+    samples = "NOISE" in types or (bool(seeds or {"seed", "noise_seed"} & set(declared)) and "MODEL" in types)
+    return ClassFacts(hidden=hidden, not_idempotent=bool(getattr(cls, "NOT_IDEMPOTENT", False)),
+                      seed_inputs=frozenset(seeds), samples=samples)
+
+
 def is_output_node(cls) -> bool:
     return getattr(cls, "OUTPUT_NODE", False) is True
 
@@ -132,6 +160,12 @@ class NodeClasses:
     def change_token_fn(self, ct):
         cls = self.cls(ct)
         return self._get("ct", ct, lambda: change_token_fn(cls)) if cls is not None else None
+
+    def facts(self, ct) -> ClassFacts:
+        """graph_key.ClassFacts of a class (NO_FACTS for an unknown one)."""
+        cls = self.cls(ct)
+        got = self._get("facts", ct, lambda: class_facts(cls)) if cls is not None else None
+        return got or NO_FACTS
 
     def object_info(self, ct) -> dict | None:
         cls = self.cls(ct)

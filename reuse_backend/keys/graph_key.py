@@ -7,133 +7,143 @@ computation in two workflows (or after the canvas renumbers nodes) gives the sam
     value                         -> "CLIPTextEncode#0"
     value:text                    -> "a cat"
     value.clip                    -> "CLIPLoader#0"
-    value.clip:clip_name          -> "umt5_xxl.safetensors"
+    value.clip:clip_name          -> "umt5.safetensors"
     value.clip:clip_name@content  -> "sampled:9f2c..."   (file identity from the resolver)
     value#is_changed              -> host change token (e.g. LoadImage's file hash)
+    value#unique_id               -> the node's id, for a class the host passes its id to
+    value#prompt                  -> digest of the whole prompt, for a class the host passes it to
 
 A node reached a second time (a diamond) is recorded as a reference to its first path.
-Inputs named in ``exclude_inputs`` (seeds, reuse controls, output paths) never enter the key.
+
+What a key covers (the invariant, stated here once): every input of every node upstream of the
+value -- literals, links, seeds included, whatever their names -- plus the host's change token
+of each node, the content identity of every file a literal names, and the hidden values the host
+passes to a node (its id, the prompt, the workflow metadata) where its class declares them.
+The only inputs left out are those the caller names per node class in ``skip_inputs``: the pack's
+own controls on the pack's own nodes (nodes/graph_view.py), never an input by its name alone.
+Not guaranteed: a node that reads something no input names (a file it finds by itself, the
+clock, the network) is covered only through its change token (IS_CHANGED / fingerprint_inputs).
 """
 from __future__ import annotations
 
+import hashlib
+import json
 import math
 import uuid
-from contextlib import contextmanager
-from contextvars import ContextVar
+from dataclasses import dataclass, field
 from typing import Callable, Iterable
 
-from ..errors import InvalidRequestError
-
-EXCLUDED_INPUTS = frozenset({"seed", "noise_seed", "control_after_generate", "filename_prefix",
-                             "reuse", "reuse_prefix_segments", "cache_name"})
-MAX_NODES = 5000
-"""Nodes upstream of one value (a larger graph is refused with GraphTooLargeError)."""
-MAX_VALUE_DEPTH = 32
-"""Nesting of one literal input value (lists / objects inside each other): ComfyUI widgets send
-scalars, and a list widget value ``{"__value__": [...]}`` is depth 2."""
-MAX_KEY_CHARS = 32_000_000
-"""Characters of one key (field names and text values). Field names are paths from the start,
-so a chain of d nodes costs O(d^2) characters: real workflows need a few kB; a chain of 1000
-ConditioningSetTimestepRange nodes needs ~20 M (admitted), one of 2000 ~80 M (refused)."""
+from .graph_limits import (MAX_KEY_CHARS, MAX_NODES, MAX_VALUE_DEPTH, GraphError, GraphTooLargeError,
+                           active_budget, cycle_error, is_link, too_deep_error, value_shape)
 
 Resolver = Callable[[str, str, str], "str | None"]
 """resolver(class_type, input_name, value) -> content identity of a referenced file, or None."""
 
 
-def is_link(v) -> bool:
-    return isinstance(v, list) and len(v) == 2 and isinstance(v[0], str) and isinstance(v[1], int)
+@dataclass(frozen=True)
+class ClassFacts:
+    """What the host says about a node class that a key must know beyond its inputs.
+
+    hidden: the hidden values the host passes to the class's nodes, among ``unique_id``,
+    ``prompt``, ``dynprompt`` and ``extra_pnginfo`` (its output may depend on them);
+    not_idempotent: the host never shares its outputs between nodes (keyed by node id, as
+    ``unique_id``); seed_inputs: the inputs the class declares as seeds (ComfyUI's
+    ``control_after_generate`` widgets); samples: the node samples (a seed or noise and a model
+    in, a latent out): its outputs change with every seed."""
+    hidden: frozenset = frozenset()
+    not_idempotent: bool = False
+    seed_inputs: frozenset = frozenset()
+    samples: bool = False
 
 
-class GraphError(InvalidRequestError, ValueError):
-    """The graph cannot be described: a link to a missing node, a cycle, a graph too large."""
-    code = "invalid_graph"
+NO_FACTS = ClassFacts()
+SEED_NAMES = frozenset({"seed", "noise_seed"})
+"""Input names read as seeds where a class declares none (messages only: keys cover every input)."""
 
 
-class GraphCycleError(GraphError):
-    """The graph has a dependency cycle; ``details['cycle']`` lists its node ids in link order."""
-    code = "graph_cycle"
+def is_seed_input(name: str, facts: ClassFacts) -> bool:
+    """An input the user re-rolls: declared as a seed, or named like one (``seed``, ``noise_seed``,
+    ``sampling_mode.seed``, ``*_seed``)."""
+    last = name.rsplit(".", 1)[-1]
+    return name in facts.seed_inputs or last in SEED_NAMES or last.endswith("_seed")
 
 
-class GraphTooLargeError(GraphError):
-    """The graph (or one value, or one key) exceeds a documented limit."""
-    code = "graph_too_large"
+@dataclass(frozen=True)
+class Dependency:
+    """Something a key covers that changes whenever the user re-rolls it: a seed input, a
+    sampler upstream, or the whole prompt or workflow a node reads. Not part of the key: it
+    explains why the key changes (the dry run, the badges, the history, errors)."""
+    node: str
+    class_type: str
+    kind: str            # "seed" | "sampler" | "prompt" | "extra_pnginfo"
+    input: str = ""
+    source: str = ""     # for a linked seed: "node 20 (PrimitiveInt)"
+
+    def describe(self) -> str:
+        who = f"node {self.node} ({self.class_type})"
+        if self.kind == "seed":
+            via = f", linked from {self.source}" if self.source else ""
+            return f"depends on input `{self.input}` of {who}{via}: reused only while it is unchanged"
+        if self.kind == "sampler":
+            return (f"depends on the output of sampler {who}: reused only while every input of it, its seed "
+                    "included, is unchanged")
+        what = "the whole prompt" if self.kind == "prompt" else "the workflow's metadata (extra_pnginfo)"
+        return f"depends on {what}, which {who} reads: reused only while that is unchanged"
+
+    def to_dict(self) -> dict:
+        return {"node": self.node, "class_type": self.class_type, "kind": self.kind, "input": self.input,
+                "source": self.source, "text": self.describe()}
 
 
-def cycle_error(cycle: list[str]) -> GraphCycleError:
-    """``cycle``: node ids where each takes an input from the next and the last from the first."""
-    shown = " -> ".join(f"node {n}" for n in [*cycle, cycle[0]])
-    return GraphCycleError(
-        f"the graph has a cycle: {shown} (each takes an input from the next); ComfyUI cannot run a cycle",
-        expected="a graph without cycles", actual=f"cycle through node(s) {', '.join(cycle)}",
-        fix="remove one of the links between these nodes", details={"cycle": list(cycle)})
+@dataclass
+class Walk:
+    """The result of one walk: the key fields, where each node path came from (node id and
+    class, for messages), and the dependencies a user re-rolls."""
+    fields: dict
+    origins: dict = field(default_factory=dict)     # node path -> (node id, class_type)
+    depends: list = field(default_factory=list)     # Dependency, in walk order, each once
 
 
-def value_shape(v, limit: int = MAX_VALUE_DEPTH) -> tuple[int, int]:
-    """(nesting depth, approximate JSON size in characters) of a literal value, iteratively.
-    A scalar has depth 0, ``[1]`` depth 1. Counting stops as soon as the depth exceeds ``limit``
-    (then the returned depth is ``limit + 1``)."""
-    depth, size = 0, 0
-    stack = [(v, 0)]
-    while stack:
-        x, d = stack.pop()
-        if isinstance(x, str):
-            size += len(x) + 2
-        elif isinstance(x, dict):
-            if d + 1 > limit:
-                return limit + 1, size
-            depth = max(depth, d + 1)
-            size += 2
-            for k, c in x.items():
-                size += len(k) + 3 if isinstance(k, str) else 8
-                stack.append((c, d + 1))
-        elif isinstance(x, (list, tuple)):
-            if d + 1 > limit:
-                return limit + 1, size
-            depth = max(depth, d + 1)
-            size += 2
-            stack.extend((c, d + 1) for c in x)
-        else:
-            size += 8
-    return depth, size
+def digest_of(value) -> str:
+    """sha256 of a JSON value's canonical form (what a key records for a value it cannot hold
+    whole: a prompt, a workflow)."""
+    text = json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=repr)
+    return "sha256:" + hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
-class KeyBudget:
-    """Characters all walks of one request may produce together (see ``key_budget``), and the
-    resolver answers they share (the same file named by many nodes is resolved once)."""
-
-    def __init__(self, max_chars: int):
-        self.max_chars = max_chars
-        self.used = 0
-        self.exhausted = False
-        self.resolved: dict = {}
-
-
-_budget: ContextVar[KeyBudget | None] = ContextVar("seedreuse_key_budget", default=None)
-
-
-@contextmanager
-def key_budget(max_chars: int):
-    """Within this block every ``describe_upstream`` of this thread/context draws from one shared
-    budget of ``max_chars`` characters (a request computing many keys stays bounded as a whole)
-    and shares resolver answers. When it runs out, the walk raises GraphTooLargeError and
-    ``budget.exhausted`` is set."""
-    b = KeyBudget(max_chars)
-    token = _budget.set(b)
-    try:
-        yield b
-    finally:
-        _budget.reset(token)
+def prompt_digest(prompt, skip_inputs: dict[str, Iterable[str]] | None = None) -> str:
+    """The prompt as a node that reads it sees it (class types and inputs of every node), less the
+    pack's own controls (``skip_inputs``) and the host's change tokens, as a digest."""
+    skip = {k: frozenset(v) for k, v in (skip_inputs or {}).items()}
+    nodes = prompt.prompt if hasattr(prompt, "prompt") else prompt
+    out = {}
+    for nid, node in (nodes or {}).items():
+        if not isinstance(node, dict):
+            continue
+        ct = node.get("class_type")
+        dropped = skip.get(ct, frozenset()) if isinstance(ct, str) else frozenset()
+        out[str(nid)] = {"class_type": ct, "inputs": {k: v for k, v in (node.get("inputs") or {}).items()
+                                                      if k not in dropped}}
+    return digest_of(out)
 
 
-def describe_upstream(prompt: dict, link, *, label: str = "value", resolver: Resolver | None = None,
-                      exclude_inputs: Iterable[str] = EXCLUDED_INPUTS,
-                      skip_inputs: dict[str, Iterable[str]] | None = None,
-                      passthrough: dict[str, str] | None = None,
-                      ignore_change_token: Callable[[str], bool] | None = None,
-                      resolved: dict | None = None) -> dict:
-    """Return the key fields of everything upstream of ``link`` in ``prompt``.
+def describe_upstream(prompt, link, **kw) -> dict:
+    """The key fields of everything upstream of ``link`` (``walk_upstream(...).fields``)."""
+    return walk_upstream(prompt, link, **kw).fields
 
-    skip_inputs: class_type -> input names ignored for that class (e.g. our own reuse controls).
+
+def walk_upstream(prompt, link, *, label: str = "value", resolver: Resolver | None = None,
+                  skip_inputs: dict[str, Iterable[str]] | None = None,
+                  passthrough: dict[str, str] | None = None,
+                  ignore_change_token: Callable[[str], bool] | None = None,
+                  resolved: dict | None = None,
+                  facts: Callable[[str], ClassFacts] | None = None,
+                  hidden_values: dict | None = None) -> Walk:
+    """Walk everything upstream of ``link`` in ``prompt`` into key fields (module doc: what a
+    key covers).
+
+    skip_inputs: class_type -> input names ignored for that class (the pack's own controls on
+    its own nodes; nothing is left out by name alone).
     passthrough: class_type -> input name; such a node is described as if the link went
     straight to that input (our Encode-or-Reuse nodes are transparent in keys).
     ignore_change_token(class_type): True for classes whose host change token must not
@@ -143,6 +153,10 @@ def describe_upstream(prompt: dict, link, *, label: str = "value", resolver: Res
     through every model folder). A key budget's own answers take precedence. An answer is the
     file's identity when first asked; not guaranteed, with or without it: a file replaced between
     a key's computation and the moment its loader reads it is not seen by the key.
+    facts(class_type) -> ClassFacts: the hidden values a class receives, its seed inputs and
+    whether it samples (default: none known). hidden_values: what the host passes as hidden
+    values to every node of this prompt, ``{"prompt": digest, "extra_pnginfo": digest}``
+    (``prompt_digest``/``digest_of``); a node whose class declares one gets it as a field.
 
     The walk is iterative (an explicit stack: no recursion limit) and visits each node once: a
     node reached again is recorded as ``{"same_node_as": <first path>}``. It writes the fields in
@@ -151,12 +165,15 @@ def describe_upstream(prompt: dict, link, *, label: str = "value", resolver: Res
     GraphCycleError naming the cycle's nodes; a graph beyond MAX_NODES upstream nodes, a literal
     nested deeper than MAX_VALUE_DEPTH or a key beyond MAX_KEY_CHARS raises GraphTooLargeError.
     """
-    exclude = frozenset(exclude_inputs)
     skip = {k: frozenset(v) for k, v in (skip_inputs or {}).items()}
     passthrough = passthrough or {}
-    shared = _budget.get()
+    facts_of = facts or (lambda ct: NO_FACTS)
+    hidden_values = hidden_values or {}
+    shared = active_budget()
     resolved = shared.resolved if shared is not None else (resolved if resolved is not None else {})
     fields: dict = {}
+    walk = Walk(fields)
+    noted: set = set()
     seen: dict[str, str] = {}
     chars = 0
 
@@ -182,7 +199,13 @@ def describe_upstream(prompt: dict, link, *, label: str = "value", resolver: Res
         charge(len(key) + size)
         fields[key] = value
 
-    stack: list[list] = []          # frames: [node_id, path, ct, inputs, sorted names, next index]
+    def note(dep: Dependency) -> None:
+        k = (dep.node, dep.kind, dep.input)
+        if k not in noted:
+            noted.add(k)
+            walk.depends.append(dep)
+
+    stack: list[list] = []          # frames: [node_id, path, ct, inputs, sorted names, next index, skipped, facts]
     on_stack: dict[str, int] = {}   # node id -> index of its frame (the nodes being described)
 
     def enter(lnk, path: str) -> None:
@@ -214,6 +237,7 @@ def describe_upstream(prompt: dict, link, *, label: str = "value", resolver: Res
             put(path, {"same_node_as": seen[node_id], "output": out_index}, len(seen[node_id]) + 40)
             return
         seen[node_id] = path
+        walk.origins[path] = (str(node_id), ct)
         if len(seen) > MAX_NODES:
             raise GraphTooLargeError(f"more than {MAX_NODES} nodes upstream of {label}",
                                      expected=f"<= {MAX_NODES} nodes", actual=f"> {MAX_NODES}",
@@ -227,12 +251,23 @@ def describe_upstream(prompt: dict, link, *, label: str = "value", resolver: Res
             # volatile and can never be reused, so its key field never matches.
             depth, size = value_shape(ic)
             if depth > MAX_VALUE_DEPTH:
-                raise _too_deep(f"{path}#is_changed")
+                raise too_deep_error(f"{path}#is_changed")
             put(f"{path}#is_changed", {"volatile": uuid.uuid4().hex} if _has_nan(ic) else ic, size)
+        cf = facts_of(ct) or NO_FACTS
+        if "unique_id" in cf.hidden or cf.not_idempotent:
+            put(f"{path}#unique_id", str(node_id), len(str(node_id)) + 2)
+        for name in ("prompt", "extra_pnginfo"):
+            declared = name in cf.hidden or (name == "prompt" and "dynprompt" in cf.hidden)
+            if declared:
+                v = hidden_values.get(name, "(not given)")
+                put(f"{path}#{name}", v, len(str(v)) + 2)
+                note(Dependency(str(node_id), ct, name))
+        if cf.samples:
+            note(Dependency(str(node_id), ct, "sampler"))
         names = sorted(inputs)
         if names:
             on_stack[node_id] = len(stack)
-            stack.append([node_id, path, ct, inputs, names, 0, skip.get(ct, frozenset())])
+            stack.append([node_id, path, ct, inputs, names, 0, skip.get(ct, frozenset()), cf])
 
     if not is_link(link):
         raise GraphError(f"{label} is not connected to a node output", expected="a link to a node output",
@@ -240,22 +275,28 @@ def describe_upstream(prompt: dict, link, *, label: str = "value", resolver: Res
     enter(link, label)
     while stack:
         frame = stack[-1]
-        node_id, path, ct, inputs, names, i, skipped = frame
+        node_id, path, ct, inputs, names, i, skipped, cf = frame
         if i == len(names):
             stack.pop()
             del on_stack[node_id]
             continue
         name = names[i]
         frame[5] = i + 1
-        if name in exclude or name in skipped:
+        if name in skipped:
             continue
         v = inputs[name]
         if is_link(v):
+            if is_seed_input(name, cf):
+                src = prompt.get(v[0])
+                src_ct = src.get("class_type") if isinstance(src, dict) else None
+                note(Dependency(str(node_id), ct, "seed", name, f"node {v[0]} ({src_ct})"))
             enter(v, f"{path}.{name}")
             continue
+        if is_seed_input(name, cf):
+            note(Dependency(str(node_id), ct, "seed", name))
         depth, size = value_shape(v)
         if depth > MAX_VALUE_DEPTH:
-            raise _too_deep(f"{path}:{name}")
+            raise too_deep_error(f"{path}:{name}")
         put(f"{path}:{name}", v, size)
         if resolver is not None and isinstance(v, str):
             rk = (resolver, ct, name, v)
@@ -265,7 +306,7 @@ def describe_upstream(prompt: dict, link, *, label: str = "value", resolver: Res
                 ident = resolved[rk] = resolver(ct, name, v)
             if ident is not None:
                 put(f"{path}:{name}@content", ident, len(ident))
-    return fields
+    return walk
 
 
 def upstream_nodes(prompt: dict, roots) -> dict:
@@ -297,12 +338,6 @@ def _links_of(prompt: dict, nid):
     return iter([v[0] for _, v in sorted(inputs.items()) if is_link(v) and isinstance(prompt.get(v[0]), dict)])
 
 
-def _too_deep(where: str) -> GraphTooLargeError:
-    return GraphTooLargeError(f"{where}: the value is nested more than {MAX_VALUE_DEPTH} levels deep",
-                              expected=f"<= {MAX_VALUE_DEPTH} levels of lists/objects",
-                              actual=f"> {MAX_VALUE_DEPTH}", fix="pass a flat value")
-
-
 def _has_nan(v) -> bool:
     stack = [v]
     while stack:
@@ -313,70 +348,6 @@ def _has_nan(v) -> bool:
         elif isinstance(x, (list, tuple)):
             stack.extend(x)
     return False
-
-
-def _allowed(kind: str, lo, hi) -> str:
-    what = "an integer" if kind == "INT" else "a number"
-    if lo is not None and hi is not None:
-        return f"{what} from {lo} to {hi}"
-    if lo is not None:
-        return f"{what} >= {lo}"
-    if hi is not None:
-        return f"{what} <= {hi}"
-    return what
-
-
-def number_problem(name: str, kind: str, value, *, minimum=None, maximum=None, exact: bool = True,
-                   fix: str | None = None) -> InvalidRequestError | None:
-    """Why the literal ``value`` of the ComfyUI "INT" / "FLOAT" input ``name`` is refused, or None.
-
-    exact=True (the pack's own inputs): an INT must be a whole number (an int, or a float
-    without a fraction; never a bool or text), a FLOAT a finite number (never a bool or text).
-    exact=False (host nodes): converted as ComfyUI's prompt validation does (``int(v)`` /
-    ``float(v)``: 1.5 -> 1, true -> 1, "3" -> 3), refused only when that fails.
-    Then the converted value must lie in [minimum, maximum] (either may be None).
-    The error's message is one line naming the input, the value and the allowed range;
-    ``.fix`` says what to set (``fix`` replaces the default)."""
-    allowed = _allowed(kind, minimum, maximum)
-    fix = fix or f"set {name} to {allowed}"
-
-    def refuse(why: str, shown=None):
-        shown = repr(value) if shown is None else shown
-        return InvalidRequestError(f"{name} {why}; got {shown} (allowed: {allowed})",
-                                   expected=allowed, actual=shown, fix=fix,
-                                   details={"input": name, "value": value if _plain(value) else repr(value)})
-
-    conv = int if kind == "INT" else float
-    if exact:
-        if isinstance(value, bool):
-            return refuse("must be a whole number, not true/false" if kind == "INT" else "must be a number, not true/false",
-                          "true" if value else "false")
-        if isinstance(value, str):
-            return refuse("must be a number, not text")
-        if not isinstance(value, (int, float)):
-            return refuse(f"must be a number, not {type(value).__name__}", repr(value)[:80])
-        if isinstance(value, float) and not math.isfinite(value):
-            return refuse("must be a finite number")
-        if kind == "INT" and isinstance(value, float) and not value.is_integer():
-            return refuse("must be a whole number")
-        v = value
-    else:
-        try:
-            v = conv(value)
-        except (TypeError, ValueError, OverflowError) as e:
-            return refuse(f"cannot be converted to {kind} ({e})", repr(value)[:80])
-    try:
-        if minimum is not None and v < minimum:
-            return refuse(f"must be >= {minimum}", repr(v))
-        if maximum is not None and v > maximum:
-            return refuse(f"must be <= {maximum}", repr(v))
-    except TypeError:   # a schema bound that is not a number: nothing to compare
-        return None
-    return None
-
-
-def _plain(v) -> bool:
-    return v is None or isinstance(v, (bool, int, str)) or (isinstance(v, float) and math.isfinite(v))
 
 
 def literal_inputs(node: dict, names: Iterable[str]) -> dict:

@@ -5,8 +5,9 @@ JSON (sorted keys, no whitespace, no NaN) together with the key schema and kind,
 the same in every process and on every host for the same inputs. The readable fields are
 stored in the manifest next to the digest so a mismatch can name the fields that differ.
 
-Seeds, reuse controls and output paths never enter a key: they are what the next request
-is allowed to change (see graph_key.EXCLUDED_INPUTS).
+What the fields of a graph's key cover is stated once, in keys/graph_key.py. A key also
+carries, outside its fields and digest, where each field came from (node id and class) and the
+seeds and samplers it depends on, so a mismatch names the node and input that changed.
 """
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ import json
 import math
 from dataclasses import dataclass, field
 
-from ..errors import CorruptCacheError, KeyMismatchError
+from ..errors import KeyMismatchError
 
 KEY_SCHEMA = "seedreuse-key/1"
 MAX_LISTED_FIELDS = 8
@@ -48,10 +49,34 @@ def canonical_json(obj) -> str:
 class ReuseKey:
     kind: str
     fields: dict = field(default_factory=dict)
+    # not part of the key (neither digest nor equality): node path -> (node id, class_type), and
+    # the graph_key.Dependency list of what a user re-rolls that this key covers
+    origins: dict = field(default_factory=dict, compare=False, repr=False)
+    depends: tuple = field(default=(), compare=False, repr=False)
 
     @classmethod
-    def build(cls, kind: str, fields: dict) -> "ReuseKey":
-        return cls(kind, {str(k): canonical_value(v) for k, v in fields.items()})
+    def build(cls, kind: str, fields: dict, *, origins: dict | None = None, depends=()) -> "ReuseKey":
+        return cls(kind, {str(k): canonical_value(v) for k, v in fields.items()}, dict(origins or {}),
+                   tuple(depends))
+
+    def origin_of(self, field_name: str) -> str | None:
+        """Where a field comes from, in words ("input `seed` of node 12 (Wildcard)"), or None."""
+        path, sep, rest = field_name, "", ""
+        for mark in (":", "#"):
+            if mark in field_name:
+                cut = field_name.index(mark)
+                if cut < len(path):
+                    path, sep, rest = field_name[:cut], mark, field_name[cut + 1:]
+        got = self.origins.get(path)
+        if got is None:
+            return None
+        node, ct = got
+        if sep == ":":
+            name = rest.split("@", 1)[0]
+            return f"input `{name}` of node {node} ({ct})"
+        if sep == "#":
+            return f"the {rest} of node {node} ({ct})"
+        return f"node {node} ({ct})"
 
     def canonical(self) -> str:
         return canonical_json({"schema": KEY_SCHEMA, "kind": self.kind, "fields": self.fields})
@@ -63,13 +88,6 @@ class ReuseKey:
     def to_dict(self) -> dict:
         return {"schema": KEY_SCHEMA, "kind": self.kind, "digest": self.digest, "fields": self.fields}
 
-    @classmethod
-    def from_dict(cls, d: dict) -> "ReuseKey":
-        if not isinstance(d, dict) or set(d) != {"schema", "kind", "digest", "fields"}:
-            raise CorruptCacheError("stored reuse_key has the wrong shape",
-                                    expected="{schema, kind, digest, fields}", actual=sorted(d) if isinstance(d, dict) else type(d).__name__,
-                                    fix="clear the cache and run a normal request")
-        return cls(d["kind"], d["fields"])
 
 
 @dataclass(frozen=True)
@@ -77,12 +95,14 @@ class FieldDiff:
     field: str
     cached: object
     current: object
+    origin: str | None = None      # where the field comes from in the current graph, in words
 
     def describe(self) -> str:
         def short(v):
             s = canonical_json(v) if v is not _MISSING else "<absent>"
             return s if len(s) <= 80 else s[:77] + "..."
-        return f"{self.field}: cached {short(self.cached)} != current {short(self.current)}"
+        where = f" ({self.origin})" if self.origin else ""
+        return f"{self.field}{where}: cached {short(self.cached)} != current {short(self.current)}"
 
 
 _MISSING = object()
@@ -92,7 +112,9 @@ def diff(cached: dict, current: ReuseKey) -> list[FieldDiff]:
     """Compare a stored key dict with a freshly computed key.
 
     Checks run in a fixed order: schema, kind, then every field name in sorted order
-    (fields only in one of the two are reported with ``<absent>`` on the other side).
+    (fields only in one of the two are reported with ``<absent>`` on the other side: a field the
+    cached key lacks is a difference, so a cache written before keys covered an input never
+    matches a graph where that input is present).
     """
     out: list[FieldDiff] = []
     if cached.get("schema") != KEY_SCHEMA:
@@ -104,7 +126,7 @@ def diff(cached: dict, current: ReuseKey) -> list[FieldDiff]:
         a = cf.get(name, _MISSING)
         b = current.fields.get(name, _MISSING)
         if a != b or (a is _MISSING) != (b is _MISSING):
-            out.append(FieldDiff(name, a, b))
+            out.append(FieldDiff(name, a, b, current.origin_of(name)))
     return out
 
 
@@ -123,7 +145,8 @@ def ensure_match(cached: dict, current: ReuseKey, *, cache_name: str, what: str)
         actual=f"current key {current.digest[:12]}",
         fix="set reuse to 'auto' (re-encode and replace the cache), run a normal request first, "
             "or use another cache name for this configuration",
-        details={"fields": [{"field": d.field,
+        details={"fields": [{"field": d.field, "where": d.origin,
                              "cached": None if d.cached is _MISSING else d.cached,
-                             "current": None if d.current is _MISSING else d.current} for d in diffs]},
+                             "current": None if d.current is _MISSING else d.current} for d in diffs],
+                 "depends_on": [dep.describe() for dep in current.depends]},
     )

@@ -44,6 +44,16 @@ class SlotDecision:
                 "key": self.key.digest, "cached_meta": self.cached_meta, "mismatch": self.mismatch}
 
 
+def depends_note(key: ReuseKey) -> str:
+    """The seeds and samplers a slot's key depends on, in words ("" when none): a value that
+    depends on one is reused only while it is unchanged (keys/graph_key.py: what a key covers)."""
+    deps = list(key.depends)
+    if not deps:
+        return ""
+    more = f" (and {len(deps) - 2} more)" if len(deps) > 2 else ""
+    return "; " + "; ".join(d.describe() for d in deps[:2]) + more
+
+
 def validate_mode(mode: str) -> str:
     if mode not in MODES:
         raise InvalidRequestError("unknown reuse mode", expected=" | ".join(MODES), actual=mode,
@@ -99,9 +109,10 @@ def decide_slot(snapshot, *, cache_name: str, slot: str, key: ReuseKey, mode: st
     except KeyMismatchError as e:
         if mode == "require":
             raise
-        fields = [d["field"] for d in e.details.get("fields", [])]
+        fields = [f"{d['field']} ({d['where']})" if d.get("where") else d["field"]
+                  for d in e.details.get("fields", [])]
         return SlotDecision(slot, "encode", f"inputs changed ({', '.join(fields[:4])}"
-                            f"{' …' if len(fields) > 4 else ''}): encoding", key,
+                            f"{' …' if len(fields) > 4 else ''}): encoding{depends_note(key)}", key,
                             mismatch=e.details.get("fields", []))
     value, load_s = None, 0.0
     if inspect is not None:
@@ -111,5 +122,5 @@ def decide_slot(snapshot, *, cache_name: str, slot: str, key: ReuseKey, mode: st
             if mode == "require":
                 raise
             return SlotDecision(slot, "encode", e.details.get("reason") or f"cache slot unreadable: {e.message}", key)
-    return SlotDecision(slot, "reuse", f"key matches the last successful run in '{cache_name}'", key,
+    return SlotDecision(slot, "reuse", f"key matches the last successful run in '{cache_name}'{depends_note(key)}", key,
                         cached_meta=dict(entry.get("meta") or {}), value=value, load_seconds=load_s)

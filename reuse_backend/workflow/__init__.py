@@ -92,7 +92,8 @@ def instrument(doc, *, name_hint: str | None = None, cache_name: str | None = No
         p = plan(flat)
         ids, session = api_format.apply(out, p.wraps, name)
     wrapped = [{"slot": w.name, "node": nid, "variant": w.variant, "type": w.type, "producer": _producer(w, fmt),
-                "consumers": [{"node": c, "input": i} for c, i in sorted(set(w.consumers))]}
+                "consumers": [{"node": c, "input": i} for c, i in sorted(set(w.consumers))],
+                **({"note": w.note} if w.note else {})}
                for w, nid in zip(p.wraps, ids)]
     report = {"format": fmt, "changed": bool(ids), "cache_name": _session_name(out, fmt, name),
               "session": session, "wrapped": wrapped, "already_wrapped": p.existing_slots,

@@ -3,9 +3,13 @@
 Format-neutral: ``ui_format.py`` and ``api_format.py`` describe their graph as ``FlatNode``s
 (subgraphs expanded), ``plan()`` decides, and they apply the decision in their own format.
 
-A node is *tainted* when it samples or patches the model (``node_types.is_boundary``), takes a
-seed input (``seed``, ``noise_seed``) or a NOISE value, or has a tainted input: nothing at or
-after it may be restored from a cache. A node is *encoded* when it or an untainted ancestor runs
+A node is *tainted* when it samples or patches the model (``node_types.is_boundary``: a known
+sampler, a NOISE input, a seed input next to a MODEL input, a model patcher), or has a tainted
+input: nothing at or after it changes less often than the sampler's seed, so nothing there is
+wrapped. A seed on any other node (a wildcard picking the prompt, a prompt enhancer or a language
+model sampling inside a text encode) is an input like any other: the wrapped value's key covers
+it (keys/graph_key.py), so it is reused while that seed is unchanged and encoded again when it
+changes. A node is *encoded* when it or an untainted ancestor runs
 an encoder on its inputs (``_is_encoder``: a CLIP, or a CLIP_VISION / VAE / AUDIO_ENCODER with
 a linked data input to encode), not counting what is
 only reached through an existing wrapper (that value is already restored from the cache). Every edge from an
@@ -31,6 +35,7 @@ class FlatNode:
     links: dict = field(default_factory=dict)  # input name -> (source key, output slot)
     in_types: dict = field(default_factory=dict)   # linked input name -> type (when known)
     literal_names: set = field(default_factory=set)
+    literal_sources: dict = field(default_factory=dict)   # literal input name -> the primitive that sets it
     out_types: list | None = None             # None: unknown class
     out_names: list | None = None
     slot_literal: str | None = None           # a wrapper's slot name
@@ -49,6 +54,7 @@ class Wrap:
     producer: FlatNode
     consumers: list = field(default_factory=list)   # (consumer key, input name)
     name: str = ""
+    note: str = ""                                  # what the user should know about its reuse
 
 
 @dataclass
@@ -111,6 +117,46 @@ def _is_encoder(n: FlatNode) -> bool:
                if n.in_types.get(name) not in nt.ENCODER_MODEL_TYPES)
 
 
+def _patches_model_with_encode(n: FlatNode) -> list:
+    """The encoder models a MODEL -> MODEL node encodes with (a control image VAE-encoded into a
+    model patch): [] when it is not such a node."""
+    outs = [t for t in (n.out_types or []) if t]
+    if "MODEL" not in n.in_types.values() or not outs or set(outs) != {"MODEL"} or not _is_encoder(n):
+        return []               # (a LoRA loader passes its CLIP on: it encodes nothing)
+    return sorted({t for t in n.in_types.values() if t in nt.ENCODER_MODEL_TYPES})
+
+
+def _seed_origin(n: FlatNode, name: str):
+    """Who sets a seed input: the primitive of a literal, the node of a link, else None."""
+    if name in n.literal_sources:
+        return ("primitive", n.literal_sources[name])
+    return ("node", n.links[name][0]) if name in n.links else None
+
+
+def _shared_seed_note(w: "Wrap", nodes: dict, tainted: dict, boundaries: list) -> str:
+    """Where a seed on the value's encode side is set by the primitive or node that also sets a
+    sampler's seed (the ACE-Step 1.5 and MiniMax Music 3 templates): a new seed is a new encoder
+    seed, so the value is encoded again."""
+    side, todo = set(), [w.src]
+    while todo:
+        k = todo.pop()
+        if k in side or k not in nodes or tainted[k]:
+            continue
+        side.add(k)
+        todo.extend(s for s, _ in nodes[k].links.values())
+    for k in sorted(side, key=_natural):
+        for name in sorted(nt.SEED_INPUTS & (set(nodes[k].literal_sources) | set(nodes[k].links))):
+            origin = _seed_origin(nodes[k], name)
+            for b in boundaries:
+                shared = sorted(bn for bn in nt.SEED_INPUTS if _seed_origin(nodes[b], bn) == origin)
+                if shared:
+                    by = "the primitive" if origin[0] == "primitive" else _label(nodes[origin[1]])
+                    return (f"input '{name}' of {_label(nodes[k])} is set by {by}, which also sets '{shared[0]}' of "
+                            f"{_label(nodes[b])}: every new seed is a new encoder seed, so it encodes again; give "
+                            "the encoder a seed of its own to reuse it across seeds")
+    return ""
+
+
 def _label(n: FlatNode) -> str:
     return f"{n.title or n.class_type} (node {n.key})"
 
@@ -140,16 +186,16 @@ def name_slots(wraps: list, taken: set) -> None:
 
 def plan(nodes: dict) -> Plan:
     order = _order(nodes)
-    tainted, after_boundary, seeded, encoded = {}, {}, {}, {}
+    tainted, after_boundary, encoded = {}, {}, {}
     for k in order:
         n = nodes[k]
         srcs = [nodes[s] for s, _ in n.links.values() if s in nodes]
-        boundary = nt.is_boundary(n.class_type, n.in_types.values(), n.out_types)
-        own_seed = bool((n.literal_names | set(n.links)) & nt.SEED_INPUTS) or \
-            any(t in nt.NOISE_TYPES for t in n.in_types.values())
-        after_boundary[k] = boundary or any(after_boundary[s.key] for s in srcs)
-        seeded[k] = own_seed or any(seeded[s.key] for s in srcs)
-        tainted[k] = after_boundary[k] or seeded[k]
+        samples = bool((n.literal_names | set(n.links)) & nt.SEED_INPUTS) and "MODEL" in n.in_types.values() \
+            or any(t in nt.NOISE_TYPES for t in n.in_types.values())
+        boundary = samples or nt.is_boundary(n.class_type, n.in_types.values(), n.out_types)
+        # the nearest boundary at or before this node (for the report of what is not wrapped)
+        after_boundary[k] = k if boundary else next((after_boundary[s.key] for s in srcs if after_boundary[s.key]), None)
+        tainted[k] = after_boundary[k] is not None
         # a wrapper's value is restored from the cache: nothing after it needs another wrapper
         encoded[k] = not tainted[k] and not nt.is_pack(n.class_type) and \
             (_is_encoder(n) or any(encoded[s.key] for s in srcs))
@@ -161,6 +207,13 @@ def plan(nodes: dict) -> Plan:
             reported.add((n.key, reason))
             not_wrapped.append({"node": n.key, "class_type": n.class_type, "title": n.title, "reason": reason})
 
+    for k in order:
+        enc = [] if tainted[k] else _patches_model_with_encode(nodes[k])
+        if enc:
+            report(nodes[k], f"patches the model and runs its own {'/'.join(enc)} encode inside: a model is not "
+                             "cached, so that encode is computed on every request")
+    # nodes whose output goes straight into a sampler or model patcher (a wrap point, if untainted)
+    feeds_sampling = {src for k in order if after_boundary[k] == k for src, _ in nodes[k].links.values()}
     wraps: dict = {}
     stack = []
     for k in order:
@@ -176,8 +229,10 @@ def plan(nodes: dict) -> Plan:
             if enc:
                 report(n, f"patches the model and runs its own {'/'.join(enc)} encode inside: that part is "
                           "computed on every request (its encoded inputs are wrapped)")
-        elif _is_encoder(n) and seeded[k] and not after_boundary[k]:
-            report(n, "its inputs depend on a seed or noise input: it cannot be reused across seeds")
+        elif _is_encoder(n) and after_boundary[k] != k and k in feeds_sampling:
+            b = nodes[after_boundary[k]]
+            report(n, f"it encodes what {_label(b)} sampled: it changes with every seed, so it is not wrapped "
+                      "(a hand-placed Encode or Reuse here is keyed by that seed and reused only while it is unchanged)")
     seen = set()
     while stack:
         src, slot, consumer, cname = stack.pop()
@@ -218,4 +273,7 @@ def plan(nodes: dict) -> Plan:
     existing = sorted(n.slot_literal for n in nodes.values()
                       if nt.is_wrapper(n.class_type) and isinstance(n.slot_literal, str))
     name_slots(ordered, set(existing))
+    boundaries = [k for k in order if after_boundary[k] == k]
+    for w in ordered:
+        w.note = _shared_seed_note(w, nodes, tainted, boundaries)
     return Plan(ordered, not_wrapped, existing)

@@ -36,6 +36,8 @@ def text_report(rep: dict) -> str:
         p = w["producer"]
         lines.append(f"  wrapped  {w['slot']:<24} {w['type']:<20} after {p['class_type']} (node {p['node']}) "
                      f"-> node {w['node']}")
+        if w.get("note"):
+            lines.append(f"           note: {w['note']}")
     if rep["already_wrapped"]:
         lines.append(f"  already wrapped: {', '.join(rep['already_wrapped'])}")
     for n in rep["not_wrapped"]:

@@ -45,6 +45,8 @@ def flat_nodes(wf: Workflow, ctxs: list, info: dict | None = None) -> dict:
             if r is None or r[0] == "value":
                 if "widget" in s or r is not None:
                     fn.literal_names.add(name)
+                if r is not None and len(r) > 2:
+                    fn.literal_sources[name] = r[2]
                 continue
             _, sctx, snode, slot = r
             fn.links[name] = (sctx.key(snode["id"]), slot)

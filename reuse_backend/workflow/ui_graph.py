@@ -152,7 +152,8 @@ def input_slot(node: dict, name: str) -> dict | None:
 
 
 class Resolver:
-    """Follows links to the computing node: ('link', ctx, node, slot), ('value', v) or None."""
+    """Follows links to the computing node: ('link', ctx, node, slot), ('value', v) (a subgraph
+    input's value), ('value', v, primitive key) (a PrimitiveNode's) or None."""
 
     def __init__(self, wf: Workflow):
         self.wf = wf
@@ -181,9 +182,9 @@ class Resolver:
                     return None
                 link_id = ins[0]["link"]
                 continue
-            if t == "PrimitiveNode":
+            if t == "PrimitiveNode":        # its value, and which primitive gave it
                 vals = node.get("widgets_values")
-                return ("value", vals[0]) if isinstance(vals, list) and vals else None
+                return ("value", vals[0], ctx.key(node["id"])) if isinstance(vals, list) and vals else None
             if t in FRONTEND_ONLY or node.get("mode", 0) == MUTED:
                 return None
             if node.get("mode", 0) == BYPASSED:

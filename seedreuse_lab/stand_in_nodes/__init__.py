@@ -14,7 +14,9 @@ from comfy_api.latest import ComfyExtension, io
 
 from .family_standins import FAMILY_NODES
 from .floor_nodes import FLOOR_NODES
+from .image_family_standins import IMAGE_FAMILY_NODES
 from .newer_nodes import NEWER_NODES
+from .prompt_nodes import PROMPT_NODES
 from .standins import NODES, register_routes
 from .talk_probe import TALK_PROBE_NODES
 
@@ -24,7 +26,8 @@ _log = logging.getLogger("seedreuse.test")
 class SeedReuseTestExtension(ComfyExtension):
     @override
     async def get_node_list(self) -> list[type[io.ComfyNode]]:
-        return list(NODES) + list(FAMILY_NODES) + list(NEWER_NODES) + list(FLOOR_NODES) + list(TALK_PROBE_NODES)
+        return (list(NODES) + list(FAMILY_NODES) + list(NEWER_NODES) + list(FLOOR_NODES) + list(TALK_PROBE_NODES)
+                + list(PROMPT_NODES) + list(IMAGE_FAMILY_NODES))
 
 
 _routes_done = False

@@ -26,7 +26,8 @@ _COUNTS: Counter = Counter()
 _COUNTS_LOCK = threading.Lock()
 
 COUNTER_NAMES = ("text_loader", "text_encode", "clip_vision_loader", "clip_vision_encode",
-                 "audio_loader", "audio_encode", "sine_audio", "fail", "slow", "inspect", "sink")
+                 "audio_loader", "audio_encode", "sine_audio", "fail", "slow", "inspect", "sink",
+                 "wildcard", "llm_loader", "llm_generate", "volatile")
 
 
 def count(name: str) -> None:
@@ -454,6 +455,17 @@ def register_routes() -> None:
         reset_counts()
         return web.json_response(counts_snapshot())
 
+    from . import key_probe
+    key_probe.register(routes)
+
     @routes.get("/seedreuse_test/info")
     async def _info(request):
         return web.json_response({"pid": os.getpid()})
+
+    @routes.get("/seedreuse_test/gpu")
+    async def _gpu(request):       # the worker's peak CUDA memory (the GPU benchmark script)
+        if not torch.cuda.is_available():
+            return web.json_response({"available": False})
+        return web.json_response({"available": True, "device": torch.cuda.get_device_name(0),
+                                  "max_allocated": torch.cuda.max_memory_allocated(),
+                                  "max_reserved": torch.cuda.max_memory_reserved()})

@@ -148,6 +148,18 @@ def example_graphs() -> dict[str, tuple[dict, str]]:
         "Keep the KSampler's cfg at 1 (the official template's): ComfyUI 0.33's WanInfiniteTalkToVideo does not "
         "batch its audio embeddings, so cfg above 1 fails at the first step. For the lightx2v distill LoRA of "
         "the official template, put LoraLoaderModelOnly after UNETLoader and use 6 steps.")
+    from .. import _gen_image_family_models as gen
+    p = fg.zimage_turbo(seed=42, prompt_text="A lighthouse on a rocky coast at golden hour, waves breaking, "
+                        "warm cinematic light", cache_name="zimage_turbo", width=1024, height=1024, steps=8,
+                        filename_prefix="z-image-turbo")
+    ex["zimage_turbo_reuse"] = (fg.to_stock(p, {
+        gen.ZIMAGE: "z_image_turbo_bf16.safetensors", gen.FLUX_AE: "ae.safetensors",
+        "standin_qwen3_4b.safetensors": "qwen_3_4b.safetensors"}),
+        "## Z-Image Turbo with Encoder Reuse\n\n"
+        "Pick `z_image_turbo_bf16` (diffusion_models), `qwen_3_4b` (text_encoders, type lumina2) and `ae` (vae), "
+        "as in ComfyUI's Z-Image Turbo template.\n\nThe Qwen3 4B text encoder (about 8 GB in 16-bit) runs once "
+        "per prompt on any worker that shares the cache root; changing the seed samples again without loading "
+        "it. The negative is the positive zeroed out, as in the official template (its cfg is 1).")
     return ex
 
 
@@ -159,6 +171,7 @@ _HF = "https://huggingface.co"
 _W21 = f"{_HF}/Comfy-Org/Wan_2.1_ComfyUI_repackaged/resolve/main/split_files"
 _W22 = f"{_HF}/Comfy-Org/Wan_2.2_ComfyUI_Repackaged/resolve/main/split_files"
 _QI = f"{_HF}/Comfy-Org/Qwen-Image_ComfyUI/resolve/main/split_files"
+_ZI = f"{_HF}/Comfy-Org/z_image_turbo/resolve/main/split_files"
 MODEL_URLS = {   # file -> (folder, url), as the official templates list them
     "umt5_xxl_fp8_e4m3fn_scaled.safetensors": ("text_encoders", f"{_W21}/text_encoders/umt5_xxl_fp8_e4m3fn_scaled.safetensors"),
     "wan_2.1_vae.safetensors": ("vae", f"{_W21}/vae/wan_2.1_vae.safetensors"),
@@ -180,6 +193,9 @@ MODEL_URLS = {   # file -> (folder, url), as the official templates list them
                              "Wan2_1-I2V-14B-480p_fp8_e4m3fn_scaled_KJ.safetensors"),
     "wan2.1_infiniteTalk_single_fp16.safetensors":
         ("model_patches", f"{_W21}/model_patches/wan2.1_infiniteTalk_single_fp16.safetensors"),
+    "z_image_turbo_bf16.safetensors": ("diffusion_models", f"{_ZI}/diffusion_models/z_image_turbo_bf16.safetensors"),
+    "qwen_3_4b.safetensors": ("text_encoders", f"{_ZI}/text_encoders/qwen_3_4b.safetensors"),
+    "ae.safetensors": ("vae", f"{_ZI}/vae/ae.safetensors"),
     "wav2vec2-chinese-base_fp16.safetensors":
         ("audio_encoders", f"{_HF}/Kijai/wav2vec2_safetensors/resolve/main/wav2vec2-chinese-base_fp16.safetensors"),
 }
@@ -395,7 +411,8 @@ TITLES = {"wan22_two_expert_reuse": "Wan 2.2 two experts, reuse the text encodin
           "wan22_ti2v_5b_reuse": "Wan 2.2 TI2V 5B, reuse text and start image",
           "qwen_image_t2i_reuse": "Qwen-Image text to image, reuse the text encoding",
           "qwen_image_edit_reuse": "Qwen-Image-Edit, reuse prompt and image encodings",
-          "infinitetalk_segment_reuse": "InfiniteTalk long video, keep the first N segments"}
+          "infinitetalk_segment_reuse": "InfiniteTalk long video, keep the first N segments",
+          "zimage_turbo_reuse": "Z-Image Turbo, reuse the text encoding"}
 FILES = example_files.file_names(TITLES)   # id -> (UI file, thumbnail, API twin)
 
 

@@ -40,13 +40,96 @@ def test_fields_are_named_by_path_not_node_id():
     assert fields_of(renum, "40") == f
 
 
-def test_seed_and_reuse_controls_never_enter_the_key():
+def test_downstream_seed_and_the_packs_own_controls_stay_out_of_the_key():
     a = ReuseKey.build("slot", fields_of(t2v_prompt(seed=1)))
-    b = ReuseKey.build("slot", fields_of(t2v_prompt(seed=99)))
+    b = ReuseKey.build("slot", fields_of(t2v_prompt(seed=99)))   # the main sampler's seed: downstream
     assert a.digest == b.digest
     p = t2v_prompt()
-    p["2"]["inputs"]["seed"] = 5  # an upstream node with a seed widget: still excluded
+    p["3"]["inputs"].update(cache_name="other", reuse="require")  # the pack's controls on its own Session
     assert ReuseKey.build("slot", fields_of(p)).digest == a.digest
+
+
+@pytest.mark.parametrize("name", ["seed", "noise_seed", "cache_name", "reuse", "reuse_prefix_segments",
+                                  "filename_prefix", "control_after_generate", "sampling_mode.seed"])
+def test_every_input_upstream_enters_the_key_whatever_its_name(name):
+    """An upstream node's input named like a seed or like one of the pack's controls is an input
+    like any other (a wildcard node's seed picks the prompt): the key changes with it."""
+    p = t2v_prompt()
+    p["2"]["inputs"][name] = 1
+    one = ReuseKey.build("slot", fields_of(p))
+    p["2"]["inputs"][name] = 2
+    two = ReuseKey.build("slot", fields_of(p))
+    assert one.digest != two.digest
+    assert [d.field for d in diff(one.to_dict(), two)] == [f"value:{name}"]
+
+
+def test_a_seed_upstream_is_a_dependency_named_with_its_node():
+    p = t2v_prompt()
+    p["6"] = {"class_type": "Wildcard", "inputs": {"text": "{green frog|blue whale}", "seed": 1}}
+    p["2"]["inputs"]["text"] = ["6", 0]
+    w = graph_key.walk_upstream(p, ["2", 0])
+    assert [d.describe() for d in w.depends] == [
+        "depends on input `seed` of node 6 (Wildcard): reused only while it is unchanged"]
+    cached = ReuseKey.build("slot", w.fields).to_dict()
+    p["6"]["inputs"]["seed"] = 2
+    w2 = graph_key.walk_upstream(p, ["2", 0])
+    current = ReuseKey.build("slot", w2.fields, origins=w2.origins, depends=w2.depends)
+    with pytest.raises(KeyMismatchError) as ei:
+        ensure_match(cached, current, cache_name="c", what="slot 'positive'")
+    assert "value.text:seed (input `seed` of node 6 (Wildcard)): cached 1 != current 2" in ei.value.message
+    assert ei.value.details["fields"][0]["where"] == "input `seed` of node 6 (Wildcard)"
+    assert ei.value.details["depends_on"] == [d.describe() for d in w2.depends]
+
+
+def test_a_cache_keyed_before_seeds_were_covered_never_matches_where_a_seed_is_upstream():
+    """Upgrade rule: the key of a cache written before keys covered seeds is the new key less
+    every field under an input the old walk dropped by name; a field the cached key lacks is a
+    difference, so that cache is missed (re-encoded once), while a graph with no such input keeps
+    the same key and still hits."""
+    dropped = {"seed", "noise_seed", "control_after_generate", "filename_prefix", "reuse",
+               "reuse_prefix_segments", "cache_name"}
+
+    def old_key(fields):
+        def kept(path):
+            parts = [seg for piece in path.replace("#", ".").split(".") for seg in piece.split(":")]
+            return not any(seg.split("@")[0] in dropped for seg in parts[1:])
+        return ReuseKey.build("slot", {k: v for k, v in fields.items() if kept(k)}).to_dict()
+
+    plain = t2v_prompt()
+    new = ReuseKey.build("slot", fields_of(plain))
+    ensure_match(old_key(new.fields), new, cache_name="c", what="slot")      # unchanged key: still a hit
+    seeded = t2v_prompt()
+    seeded["6"] = {"class_type": "Wildcard", "inputs": {"text": "x", "seed": ["7", 0]}}
+    seeded["7"] = {"class_type": "PrimitiveInt", "inputs": {"value": 3}}
+    seeded["2"]["inputs"]["text"] = ["6", 0]
+    new = ReuseKey.build("slot", fields_of(seeded))
+    with pytest.raises(KeyMismatchError) as ei:
+        ensure_match(old_key(new.fields), new, cache_name="c", what="slot")
+    assert {f["field"] for f in ei.value.details["fields"]} == {"value.text.seed", "value.text.seed:value"}
+
+
+def test_hidden_values_a_class_receives_enter_its_key():
+    facts = {"Reader": graph_key.ClassFacts(hidden=frozenset({"unique_id", "prompt", "extra_pnginfo"}))}
+    p = t2v_prompt()
+    p["6"] = {"class_type": "Reader", "inputs": {"text": "x"}}
+    p["2"]["inputs"]["text"] = ["6", 0]
+
+    def key(prompt, extra="wf"):
+        return ReuseKey.build("slot", graph_key.walk_upstream(
+            prompt, ["2", 0], facts=lambda ct: facts.get(ct, graph_key.NO_FACTS),
+            hidden_values={"prompt": graph_key.prompt_digest(prompt), "extra_pnginfo": extra}).fields)
+
+    base = key(p)
+    renumbered = {("60" if k == "6" else k): v for k, v in p.items()}
+    renumbered["2"] = {**p["2"], "inputs": {**p["2"]["inputs"], "text": ["60", 0]}}
+    assert key(renumbered).digest != base.digest          # its unique_id changed
+    p2 = t2v_prompt(seed=77)                               # only the downstream seed differs...
+    p2["6"], p2["2"]["inputs"]["text"] = p["6"], ["6", 0]
+    assert key(p2).digest != base.digest                   # ...but this class reads the whole prompt
+    assert key(p, extra="other").digest != base.digest     # and the workflow metadata
+    # a class that declares none of them: renumbering and downstream changes keep the key
+    facts.clear()
+    assert key(renumbered).digest == key(p).digest and key(p2).digest == key(p).digest
 
 
 def test_resolver_adds_content_identity_and_changes_the_key():

@@ -191,15 +191,30 @@ def test_subgraph_used_twice_is_reported_not_wrapped():
     assert set(reasons) == {"1:12", "2:12"} and "2 nodes instantiate" in reasons["1:12"]
 
 
-def test_seed_dependent_encoder_guider_and_model_patcher():
+def test_seeded_prompt_node_is_wrapped_a_sampled_value_is_not_guider_and_model_patcher():
+    # a wildcard-style node picks the text by its own seed: the encoding is wrapped (its key
+    # covers that seed: reused while it is unchanged); it is not a sampler (no MODEL, no NOISE)
     g = G(t2v())
     g.node(7, "RandomPromptFromSeed", ins=[("seed", "INT")], outs=["STRING"])
     g.doc["nodes"][-1]["inputs"][0]["widget"] = {"name": "seed"}
     g.doc["nodes"][1]["inputs"].append({"name": "text", "type": "STRING", "widget": {"name": "text"}, "link": None})
     g.link(7, 7, 0, 2, 1)
     _, rep = instrument(g.doc)
-    assert [w["slot"] for w in rep["wrapped"]] == ["negative"]
-    assert any(n["node"] == "2" and "seed" in n["reason"] for n in rep["not_wrapped"])
+    assert [w["slot"] for w in rep["wrapped"]] == ["negative", "positive"]
+    assert rep["not_wrapped"] == []
+    # a second pass (hires fix): the first sampler's output decoded and VAE-encoded again feeds a
+    # second sampler: that encode changes with every seed and is reported, not wrapped
+    g = G(t2v())
+    g.node(8, "VAELoader", outs=["VAE"]).node(9, "VAEDecode", ins=[("samples", "LATENT"), ("vae", "VAE")], outs=["IMAGE"])
+    g.node(10, "VAEEncode", ins=[("pixels", "IMAGE"), ("vae", "VAE")], outs=["LATENT"])
+    g.node(11, "KSampler", ins=[("model", "MODEL"), ("positive", "CONDITIONING"), ("negative", "CONDITIONING"),
+                                ("latent_image", "LATENT")], outs=["LATENT"], widgets=[2, "fixed", 2, 1.0, "euler", "simple", 0.5])
+    g.link(7, 6, 0, 9, 0).link(8, 8, 0, 9, 1).link(9, 9, 0, 10, 0).link(10, 8, 0, 10, 1).link(11, 5, 0, 11, 0)
+    g.link(12, 2, 0, 11, 1).link(13, 3, 0, 11, 2).link(14, 10, 0, 11, 3)
+    _, rep = instrument(g.doc)
+    assert sorted(w["slot"] for w in rep["wrapped"]) == ["negative", "positive"]
+    reasons = {n["node"]: n["reason"] for n in rep["not_wrapped"]}
+    assert set(reasons) == {"10"} and "KSampler (node 6) sampled" in reasons["10"]
     # a GUIDER is walked back to its inputs; a model-patching node is a boundary and is reported
     g = G()
     g.node(1, "CLIPLoader", outs=["CLIP"]).node(2, "CLIPTextEncode", ins=[("clip", "CLIP")], outs=["CONDITIONING"])

@@ -1,7 +1,8 @@
 """Fixtures of the support-matrix tests: one pair of real ComfyUI workers for the whole package.
 
 The family models (seedreuse_lab/family_models.py) are generated once per generator version
-(~2.2 GB: the Wan 2.2 VAE and Qwen-Image have host-fixed widths), like the full-size encoders
+(~2.2 GB: the Wan 2.2 VAE and Qwen-Image have host-fixed widths; on a host with their classes,
+0.33, also the image and audio families' ~4 GB: the Z-Image DiT's width is host-fixed), like the full-size encoders
 (seedreuse_lab/encoder_models.py, ~1.45 GB), and the two workers A and B
 are started once and shared by every family test (each test uses its own cache names), so the
 package pays one startup. Tests reset the stand-in counters at their start and free the
@@ -25,6 +26,7 @@ def family_models_dir(tiny_models, tmp_path_factory):
     fam = family_models.ensure_family_models()
     d = family_models.models_dir_with_families(tiny_models, fam, tmp_path_factory.mktemp("family-models"))
     infinitetalk_models.link_if_host_has_them(d)
+    family_models.link_image_families_if_host_has_them(d)     # Z-Image, Flux, SDXL, SD3.5, ACE-Step (0.33)
     return encoder_models.link_encoders(encoder_models.ensure_encoder_models(), d)
 
 
@@ -56,3 +58,10 @@ def ab(family_workers):
             w.free()
         except Exception:
             pass
+
+
+@pytest.fixture(scope="package")
+def family_object_info(family_workers) -> dict:
+    """Worker A's /object_info (the template tests convert UI files to API form with it)."""
+    return family_workers[0].object_info()
+

@@ -20,11 +20,12 @@ from pathlib import Path
 
 import pytest
 
-from seedreuse_lab import graphs
+from seedreuse_lab import graphs, image_templates
 from seedreuse_lab import official_templates as ot
 from seedreuse_lab.tools import make_family_examples as mfe
 
 from ._common import slot_events
+from ._template_run import require_image_families
 
 pytestmark = pytest.mark.comfy
 
@@ -58,13 +59,19 @@ RUN_SPECS = {"wan22_two_expert_reuse": ot.TEMPLATES["video_wan2_2_14B_t2v"],
              "qwen_image_t2i_reuse": ot.TEMPLATES["image_qwen_image"],
              "qwen_image_edit_reuse": ot.TEMPLATES["image_qwen_image_edit"],
              "infinitetalk_segment_reuse": ot.TEMPLATES["video_wan2_1_infinitetalk"]}
+# examples of the image families (their models need ComfyUI 0.33): example id -> the official
+# template whose test-host substitutions (seedreuse_lab/image_templates.py) it takes
+IMAGE_RUN_SPECS = {"zimage_turbo_reuse": "image_z_image_turbo"}
 # a segment example's loop, reduced: segments of F frames joined by M (the InfiniteTalk node's
 # motion_frame_count, which for_test_host sets to 1) over TOTAL frames of speech: 3 segments
 F, M, TOTAL = 5, 1, 13
 
 
 def _reduced(api: dict, name: str, seed: int, cache: str, stock_talk: bool, **session) -> dict:
-    p = ot.for_test_host(api, RUN_SPECS[name], seed=seed, prefix=f"ex_{name}", stock_talk=stock_talk)
+    if name in IMAGE_RUN_SPECS:
+        p = image_templates.for_test_host(api, IMAGE_RUN_SPECS[name], seed=seed, prefix=f"ex_{name}")
+    else:
+        p = ot.for_test_host(api, RUN_SPECS[name], seed=seed, prefix=f"ex_{name}", stock_talk=stock_talk)
     fps = {n["inputs"].get("fps", 25.0) for n in p.values() if n["class_type"] == "SeedReuseSegmentLoopStart"}
     for n in p.values():
         ct, ins = n["class_type"], n["inputs"]
@@ -78,7 +85,7 @@ def _reduced(api: dict, name: str, seed: int, cache: str, stock_talk: bool, **se
 
 
 def test_run_specs_cover_every_family_example():
-    assert set(RUN_SPECS) == set(mfe.TITLES)
+    assert set(RUN_SPECS) | set(IMAGE_RUN_SPECS) == set(mfe.TITLES)
 
 
 @pytest.mark.parametrize("name", sorted(mfe.TITLES))
@@ -87,6 +94,8 @@ def test_shipped_example_runs_end_to_end(ab, name):
     reuses every Encode-or-Reuse output. InfiniteTalk runs the stock WanInfiniteTalkToVideo where
     the host has it (ComfyUI 0.33: the host its example is for), else the family stand-in."""
     a, _, root = ab
+    if name in IMAGE_RUN_SPECS:
+        require_image_families()
     graphs.write_test_image(Path(a.input_dir) / ot.IMAGE, 64, 64, seed=5)
     api = json.loads(mfe.OUT.joinpath(mfe.FILES[name][2]).read_text())
     stock_talk = ot.stock_talk_on(a.object_info())

@@ -44,7 +44,7 @@ from .harness import assert_soak_clean, run_profile, soak_summary
 
 # the filesystem's semantics across two hosts do not depend on the ComfyUI host: once per suite
 # (tests/conftest.py); the object store's two-host soak runs on the other host
-pytestmark = [pytest.mark.sharedfs, pytest.mark.one_host("0.3.75")]
+pytestmark = [pytest.mark.sharedfs, pytest.mark.one_host("0.33.0")]
 
 REQUESTS = int(os.environ.get("SEEDREUSE_SHAREDFS_REQUESTS", "8"))
 TIME_BUDGET_S = float(os.environ.get("SEEDREUSE_SHAREDFS_TIME_BUDGET", "30"))

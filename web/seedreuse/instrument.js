@@ -29,6 +29,7 @@ export function reportLines(report) {
   for (const w of report.wrapped || []) {
     const p = w.producer || {};
     lines.push(`wrapped ${w.slot} (${w.type}) after ${p.class_type} ${p.node}`);
+    if (w.note) lines.push(`  note: ${w.note}`);
   }
   if ((report.already_wrapped || []).length) lines.push(`already wrapped: ${report.already_wrapped.join(", ")}`);
   for (const n of report.not_wrapped || []) lines.push(`not wrapped: ${n.class_type} ${n.node}: ${n.reason}`);
