@@ -21,7 +21,7 @@ Sections (each measured side by side, interleaved, medians):
             vs generating 2 segments from scratch; the cache's disk with K=3 vs K=1 kept takes.
   merge     stream-copy prefix merge vs an anchor-style full re-encode (bench_merge), prefix PSNR
             after 5 chained reuses.
-  cacheio   plain backend: FolderCache.snapshot().load_slot/load_boundary throughput vs a raw sequential
+  cacheio   plain backend: Cache.snapshot().load_slot/load_boundary throughput vs a raw sequential
             read of the same bytes (warm page cache; cold too when drop_caches is writable), and the
             begin + commit overhead of one request.
   memory    peak RSS of loading a cache's artifacts vs their size (fresh subprocess), and a prefix
@@ -275,24 +275,24 @@ def artifacts():
 
 
 def build_cache(root: Path, name: str = "io") -> tuple[int, float]:
-    from reuse_backend.folder.cache import FolderCache
+    from reuse_backend.store import Cache
     t0 = time.perf_counter()
-    with FolderCache(root, name).begin() as tx:
+    with Cache(root, name).begin() as tx:
         for kind, key, value in artifacts():
             if kind == "slot":
                 tx.stage_slot(key, value, key={"slot": key})
             else:
                 tx.stage_boundary(key, value)
         tx.commit()
-    with FolderCache(root, name).snapshot() as s:
+    with Cache(root, name).snapshot() as s:
         total = sum(e["bytes"] for e in s.manifest["files"].values())
     return total, time.perf_counter() - t0
 
 
 def _load_all(root: Path, name: str, verify=None):
-    from reuse_backend.folder.cache import FolderCache
+    from reuse_backend.store import Cache
     out = []
-    with FolderCache(root, name).snapshot() as s:
+    with Cache(root, name).snapshot() as s:
         for slot in sorted(s.manifest["slots"]):
             out.append(s.load_slot(slot, verify=verify))
         for b in s.boundary_indices():
@@ -343,8 +343,7 @@ def _drop_caches() -> bool:
 
 def bench_cacheio(tmp: Path, R: int) -> None:
     import torch  # (import cost not measured)
-    from reuse_backend.folder.cache import FolderCache
-    from reuse_backend.store.run_info import RunInfo
+    from reuse_backend.store import Cache, RunInfo
 
     root = tmp / "io-root"
     total, build_s = build_cache(root)
@@ -400,7 +399,7 @@ def bench_cacheio(tmp: Path, R: int) -> None:
 
     # commit overhead of one request: a resume-like transaction on this cache (carry 4 slots and
     # 4 boundaries, stage one new 43 MB boundary and a 1 MB result) -> begin and commit only
-    cache = FolderCache(root, "io")
+    cache = Cache(root, "io")
     begin_ms, commit_ms, carry_ms = [], [], []
     frames = torch.rand((9, 480, 832, 3))
     for k in range(R + 1):
@@ -447,13 +446,13 @@ def _status(key):
 _LOAD_SCRIPT = _RSS + r"""
 import json, sys
 import torch
-from reuse_backend.folder.cache import FolderCache
+from reuse_backend.store import Cache
 import reuse_backend.storage.serialize
-with FolderCache({root!r}, "io").snapshot() as s:   # open once (fds, manifest) before the baseline
+with Cache({root!r}, "io").snapshot() as s:   # open once (fds, manifest) before the baseline
     pass
 before = _status("VmRSS")
 out = []
-with FolderCache({root!r}, "io").snapshot() as s:
+with Cache({root!r}, "io").snapshot() as s:
     for slot in sorted(s.manifest["slots"]):
         out.append(s.load_slot(slot))
     for b in s.boundary_indices():
@@ -687,8 +686,7 @@ def main(argv=None) -> int:
     failures = []
     from types import SimpleNamespace
     from seedreuse_lab import (bench_auto, bench_batch, bench_bucket_scale, bench_fullsize, bench_fullsize_llm,
-                               bench_object_store,
-                               bench_real, bench_takes)
+                               bench_object_store, bench_real, bench_takes)
     helpers = SimpleNamespace(row=row, fmt_s=fmt_s, med=med, log=log, timed=_timed)
     steps = {"encoder": lambda: bench_encoder(tmp, a.repeats),
              "auto": lambda: bench_auto.bench_auto(tmp, a.repeats, helpers),

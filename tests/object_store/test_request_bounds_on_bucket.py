@@ -40,7 +40,8 @@ def _browse(auto, root) -> int:
     return len(rows)
 
 
-def test_a_commit_and_the_list_cost_the_same_however_many_dead_caches(bucket, tmp_path):
+def test_a_commit_and_the_list_cost_the_same_however_many_dead_caches(bucket, tmp_path, monkeypatch):
+    monkeypatch.setenv("SEEDREUSE_CACHE_ROOT", str(tmp_path / "default-root"))     # as a worker has one
     auto = namespaces.auto_root(bucket.url, create=False)
     _plant_dead(bucket, auto, [f"gone-{i:03d}" for i in range(3)])
     host = tmp_path / "host"
