@@ -138,8 +138,8 @@ class LeaseFiles:
         for _ in range(20):
             try:
                 return self._create(path, body, exclusive)
-            except FileNotFoundError:
-                if self.parent_mode is None or os.path.isdir(path.parent):
+            except FileNotFoundError:         # the folder is missing, or was removed and made again since
+                if self.parent_mode is None:
                     raise
             except BaseException:
                 if self.tidy:

@@ -151,3 +151,31 @@ def test_a_full_disk_while_a_lease_is_taken_is_storage_full_and_leaves_nothing(t
     assert got.held
     got.release()
     assert entries(tmp_path) == ["a"]
+
+
+def test_a_run_lease_whose_folder_vanished_and_came_back_is_taken(tmp_path):
+    """Racing runs: one run's release removes the empty ``<name>.tmp`` just as another run creates
+    its run lease in it, and a third makes the folder again before the second one looks. The
+    second run's create failed with ENOENT while the folder is there again: it makes the folder
+    (if needed) and creates again, never a raw FileNotFoundError (seen under load in
+    test_racing_writers_all_commit_one_at_a_time)."""
+    from reuse_backend.storage import fsops
+
+    cache = FolderCache(tmp_path, "a")
+    write_version(cache, 1)
+    failed = []
+
+    def vanished_once(op, path):
+        if op == "open_exclusive" and ".lease.new-" in str(path) and not failed:
+            failed.append(path)
+            os.makedirs(os.path.dirname(path), exist_ok=True)     # made again by a third run
+            raise FileNotFoundError(errno.ENOENT, "No such file or directory", str(path))
+
+    fsops.set_hook(vanished_once)
+    try:
+        tx = cache.begin()
+    finally:
+        fsops.clear_hook()
+    assert failed, "the hook never saw the run lease's create"
+    tx.discard()
+    assert cache_marker(cache) == 1 and check(tmp_path, "a") == []
