@@ -126,6 +126,7 @@ class RemoteLease:
         self.broke: list[str] = []
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
+        self._writing = threading.Lock()         # a rewrite by update() and one by the heartbeat: one at a time
 
     def _data(self) -> bytes:
         return json.dumps(self.owner, sort_keys=True).encode()
@@ -155,7 +156,8 @@ class RemoteLease:
         self._thread.start()
 
     def _beat_once(self) -> None:
-        self.etag = self.client.put(self.key, self._data(), if_match=self.etag)
+        with self._writing:
+            self.etag = self.client.put(self.key, self._data(), if_match=self.etag)
 
     def _beat(self) -> None:
         last_ok = time.monotonic()
