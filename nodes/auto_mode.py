@@ -42,12 +42,11 @@ from __future__ import annotations
 
 import time
 
-from aiohttp import web
-
 from ..reuse_backend.errors import InvalidRequestError, ReuseError
-from ..reuse_backend.store import namespaces, usage
+from ..reuse_backend.store import budget as budgets, namespaces
 from ..reuse_backend.workflow import auto
 from . import auto_reports, host, transactions
+from .host import web
 from .dry_run import check_request, fill_change_tokens
 from .graph_view import SLOT_IO_TYPES, GraphView, slot_key
 from .instrument_route import host_info
@@ -209,7 +208,7 @@ def register() -> None:
         log.error("seedreuse: extra_data.%s is not checked in POST /prompt (the app started already)", auto.SWITCH)
     host.add_on_prompt_handler(instrument_on_arrival)
     transactions.register_on_success(report_on_success)
-    budget, source = usage.auto_budget_source()
+    budget, source = budgets.auto_budget_source()
     state = "on: every queued prompt without a SeedReuse node is made reusable" if setting() else \
         f"off (per prompt: extra_data.{auto.SWITCH} = true)"
     log.info("seedreuse: automatic mode (%s) %s; automatic caches in <namespace>/%s, budget %d bytes (%s)",

@@ -6,7 +6,7 @@ GET  /seedreuse/budget                   that user's root: allocated bytes, budg
 GET  /seedreuse/caches/{name}/result     the latest take's saved output video (``?take=k``: kept take
                                          k's), streamed from the pinned snapshot (Range: one byte range)
 POST /seedreuse/caches/{name}/check      check() of that cache (the CLI's ``check NAME``)
-POST /seedreuse/caches/{name}/delete     ``{"confirm": name}``: the safe eviction (evict.evict_cache)
+POST /seedreuse/caches/{name}/delete     ``{"confirm": name}``: the store's delete (the safe eviction)
 
 Invariants: every route resolves caches under the requesting user's root only
 (users.root_of_request; never host.cache_root() directly), takes cache names (validated by
@@ -32,14 +32,13 @@ import asyncio
 import functools
 import json
 
-from aiohttp import web
-
 from ..reuse_backend.errors import (CacheBusyError, InvalidRequestError, NoCommittedCacheError, ReuseError,
                                    UnknownUserError)
 from ..reuse_backend.media import segment_takes, take_output
 from ..reuse_backend import stores
 from ..reuse_backend.store import roots, take_index
 from . import host, users
+from .host import web
 
 log = host.log
 

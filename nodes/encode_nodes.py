@@ -10,7 +10,8 @@ from __future__ import annotations
 import time
 
 
-from ..reuse_backend.store import roots, single_flight
+from ..reuse_backend import settings
+from ..reuse_backend.store import roots
 from ..reuse_backend.errors import InvalidRequestError, ReuseError
 from ..reuse_backend.keys.slots import decide_slot
 from ..reuse_backend.keys.value_checks import inspect_slot
@@ -104,7 +105,7 @@ class _EncodeOrReuse(io.ComfyNode):
 
     @classmethod
     def _single_flight(cls, ctx, session, slot, key, d):
-        """Before encoding (store/single_flight.py): claim the slot key; while a live run of another
+        """Before encoding (store/claim.py): claim the slot key; while a live run of another
         worker holds the claim (it encodes this very key), wait for its encoding, bounded:
         - the holder published its encoding (an entry, as soon as its encoder ran): use it, and
           stage it as this run's own (``adopted``), so this run's commit publishes it too;
@@ -112,12 +113,12 @@ class _EncodeOrReuse(io.ComfyNode):
           committed the slot); without a transaction yet this is this prompt's snapshot, else the
           value found there is adopted like an entry; otherwise encode, holding the claim."""
         k = (session.root, session.name)
-        if single_flight.wait_s() == 0:
+        if settings.single_flight_s() == 0:
             return d
         cache = ctx.cache(*k)
         uid = cls.hidden.unique_id
         got = cache.claim(slot, key.digest, ctx.run_id, on_wait=host.throw_if_interrupted)
-        if got.lock is not None:
+        if got.held:
             ctx.claims[uid] = got
         if got.waited_for is None and got.entry is None:
             return d

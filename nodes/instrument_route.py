@@ -11,11 +11,10 @@ from __future__ import annotations
 import asyncio
 import json
 
-from aiohttp import web
-
 from ..reuse_backend.errors import InvalidRequestError, ReuseError
 from ..reuse_backend.workflow import instrument, limits
 from . import host
+from .host import web
 from .request_body import read_capped
 
 log = host.log

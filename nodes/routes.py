@@ -19,8 +19,6 @@ from __future__ import annotations
 import asyncio
 import json
 
-from aiohttp import web
-
 from ..reuse_backend import stores
 from ..reuse_backend.store import roots
 from ..reuse_backend.errors import InvalidRequestError, ReuseError, UnknownUserError
@@ -28,6 +26,7 @@ from ..reuse_backend.keys.graph_limits import is_link
 from ..reuse_backend.keys.literal_numbers import number_problem
 from ..reuse_backend.media import segment_takes, take_output
 from . import host
+from .host import web
 from .dry_run import MAX_BODY_BYTES, PREFIX, RequestTooLargeError, dry_run
 from . import auto_mode, cache_routes, instrument_route, users
 from .request_body import read_capped

@@ -2,7 +2,7 @@
 
 The first reuse node of a prompt that executes begins the transaction (run lease, staging
 folder; no writer lock: runs of other workers stage side by side and commit in turn,
-store/commit.py); every reuse node of the prompt stages into it. The prompt's end decides its fate:
+folder/commit.py); every reuse node of the prompt stages into it. The prompt's end decides its fate:
 
 - success: the commit runs inside the executor's ``execution_success`` message, i.e. before
   the websocket reports success and before /history shows the prompt as completed, so a
@@ -16,14 +16,12 @@ node refuses to run: never a silent run without a lifecycle.
 """
 from __future__ import annotations
 
-import os
-import socket
 import threading
 import uuid
 from dataclasses import dataclass, field
 
 from ..reuse_backend.errors import CorruptCacheError, InvalidRequestError, ReuseError, TransactionError
-from ..reuse_backend.store import RunInfo
+from ..reuse_backend.store.run_info import RunInfo
 from ..reuse_backend.stores import open_cache
 from . import cache_providers, host, users
 
@@ -150,8 +148,7 @@ class PromptContext:
         st = self.txs.get(k)
         if st is None:
             cache = self.cache(root, name)
-            tx = cache.begin(RunInfo(run_id=self.run_id, host=socket.gethostname(), pid=os.getpid(),
-                                     prompt_id=self.prompt_id, extra={}))
+            tx = cache.begin(RunInfo(run_id=self.run_id, prompt_id=self.prompt_id))
             st = self.txs[k] = TxState(cache, tx)
         return st
 

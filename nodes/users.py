@@ -22,11 +22,10 @@ from __future__ import annotations
 
 import contextvars
 
-from aiohttp import web
-
 from ..reuse_backend.errors import UnknownUserError
 from ..reuse_backend.store import namespaces
 from . import host
+from .host import web
 
 EXTRA_KEY = "seedreuse_user"
 _request_user: contextvars.ContextVar = contextvars.ContextVar("seedreuse_request_user", default=None)

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # SeedReuse benchmarks: one table of side-by-side measurements (see python -m seedreuse_lab.bench --help).
-#   scripts/bench.sh [--repeats 5] [--only encoder,auto,batch,segments,merge,cacheio,memory,gpu,full-size,full-size-llm,object-store] [--json out.json]
+#   scripts/bench.sh [--repeats 5] [--only encoder,auto,batch,segments,merge,cacheio,memory,gpu,full-size,full-size-llm,object-store,bucket-scale] [--json out.json]
 # On ComfyUI 0.33.0 (set up from ../shared/hosts like the tests):
 #   SEEDREUSE_HOST=0.33.0 bash scripts/bench.sh --only encoder,realenc
 # With COMFYUI_PATH set, on that ComfyUI.

@@ -1,6 +1,6 @@
 """SeedReuse benchmarks: prints ONE table; every row is measured in this run (medians over repeats).
 
-    scripts/bench.sh [--repeats 5] [--only encoder,auto,batch,realenc,cachenone,umt5,segments,takes,merge,cacheio,memory,gpu,full-size,full-size-llm,object-store]
+    scripts/bench.sh [--repeats 5] [--only encoder,auto,batch,realenc,cachenone,umt5,segments,takes,merge,cacheio,memory,gpu,full-size,full-size-llm,object-store,bucket-scale]
                      [--real-repeats 3] [--json FILE]
 
 Sections (each measured side by side, interleaved, medians):
@@ -35,6 +35,9 @@ Sections (each measured side by side, interleaved, medians):
   object-store only with --only object-store (root; seedreuse_lab/bench_object_store.py): two
             simulated hosts, a hit through Ceph RGW (local tier cold) vs through GlusterFS strict
             vs from the local tier vs cold, bytes fetched per hit, commit time vs version size.
+  bucket-scale only with --only bucket-scale (root; seedreuse_lab/bench_bucket_scale.py): S3
+            requests and time per hit, commit and cache-browser list on Ceph RGW at 1, 100 and
+            10,000 caches in a namespace and 1, 1,000 and 10,000 records in one cache.
 """
 from __future__ import annotations
 
@@ -57,10 +60,10 @@ from seedreuse_lab import host, raw_read
 
 ROWS: list[dict] = []
 SECTIONS = ("encoder", "auto", "batch", "realenc", "cachenone", "umt5", "segments", "takes", "merge", "cacheio",
-            "memory", "gpu", "full-size", "full-size-llm", "object-store")
+            "memory", "gpu", "full-size", "full-size-llm", "object-store", "bucket-scale")
 # only when asked for: full-size (~12 GB of models, minutes per run), full-size-llm (~8 GB), object-store
-# (root, network namespaces, a Ceph cluster and a GlusterFS volume)
-DEFAULT_SECTIONS = tuple(s for s in SECTIONS if s not in ("full-size", "full-size-llm", "object-store"))
+# (root, network namespaces, a Ceph cluster and a GlusterFS volume), bucket-scale (root, a Ceph cluster)
+DEFAULT_SECTIONS = tuple(s for s in SECTIONS if s not in ("full-size", "full-size-llm", "object-store", "bucket-scale"))
 
 
 def log(*a):
@@ -682,8 +685,8 @@ def main(argv=None) -> int:
     tmp.mkdir(parents=True, exist_ok=True)
     failures = []
     from types import SimpleNamespace
-    from seedreuse_lab import (bench_auto, bench_batch, bench_fullsize, bench_fullsize_llm, bench_object_store,
-                               bench_real, bench_takes)
+    from seedreuse_lab import (bench_auto, bench_batch, bench_bucket_scale, bench_fullsize, bench_fullsize_llm,
+                               bench_object_store, bench_real, bench_takes)
     helpers = SimpleNamespace(row=row, fmt_s=fmt_s, med=med, log=log, timed=_timed)
     steps = {"encoder": lambda: bench_encoder(tmp, a.repeats),
              "auto": lambda: bench_auto.bench_auto(tmp, a.repeats, helpers),
@@ -699,7 +702,8 @@ def main(argv=None) -> int:
              "gpu": lambda: bench_gpu(a.repeats, a.gpu_steps, a.gpu_smoke_cpu),
              "full-size": lambda: bench_fullsize.bench_fullsize(tmp, helpers),
              "full-size-llm": lambda: bench_fullsize_llm.bench_fullsize_llm(tmp, helpers),
-             "object-store": lambda: bench_object_store.bench_object_store(tmp, a.repeats, helpers)}
+             "object-store": lambda: bench_object_store.bench_object_store(tmp, a.repeats, helpers),
+             "bucket-scale": lambda: bench_bucket_scale.bench_bucket_scale(tmp, a.repeats, helpers)}
     try:
         for s in SECTIONS:
             if s not in only:

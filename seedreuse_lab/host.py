@@ -9,6 +9,7 @@ from __future__ import annotations
 import importlib.util
 import logging
 import os
+import re
 import sys
 from functools import lru_cache
 from pathlib import Path
@@ -73,11 +74,10 @@ def _disarm_vendored_extra_model_paths(path: Path) -> None:
 def comfyui_version() -> str:
     vf = comfyui_dir() / "comfyui_version.py"
     try:
-        ns: dict = {}
-        exec(vf.read_text(), ns)
-        return str(ns.get("__version__", "unknown"))
+        m = re.search(r'^__version__\s*=\s*["\']([^"\']+)["\']', vf.read_text(), re.MULTILINE)
     except OSError:
         return "unknown"
+    return m.group(1) if m else "unknown"
 
 
 def module_command(module: str, *args: str) -> list[str]:

@@ -79,11 +79,20 @@ def _tier(item) -> str:
         return parts[0]
     if parts[0] == "shared_fs":
         return "sharedfs"
-    if parts[0] == "object_store":
-        return "objectstore"
+    if parts[0] == "object_store":      # a test parametrized on the in-memory double: the fast lane
+        return "backend" if _on_memory_double(item) else "objectstore"
     if parts[0] == "distributed":
         return "distributed"
     return "host" if item.get_closest_marker("comfy") else "backend"
+
+
+def _on_memory_double(item) -> bool:
+    """A test of tests/object_store/ run on the in-memory S3 double (fixture ``bucket`` with
+    parameter "memory", or ``memory_bucket``): no gateway, seconds, so it belongs to the backend
+    tier."""
+    params = getattr(getattr(item, "callspec", None), "params", {})
+    return params.get("bucket") == "memory" or "memory_bucket" in params \
+        or params.get("medium") in ("folder", "memory")      # the store contract (test_store_contract.py)
 
 
 def _one_host_elsewhere(item) -> str | None:

@@ -1,7 +1,9 @@
 """The architecture as rules a change cannot silently break.
 
 - no import cycle among the project's modules, counting function-level imports too;
-- the backend's layers point one way (storage <- store <- media; storage <- keys <- media);
+- the backend's layers point one way (storage <- store <- media; storage <- keys <- media; store <- the
+  two media, folder and bucket, which never import each other; workflow imports no other layer);
+- each medium implements the store interface's protocols (store/interface.py);
 - ComfyUI is imported only by the host package nodes/host/ (and the stand-in pack, which is a
   ComfyUI pack), and the rest of nodes/ reads no attribute of a host object (the host probe rule);
 - every backend module imports alone, without ComfyUI (each in a fresh child process);
@@ -96,17 +98,20 @@ def test_the_cycle_finder_finds_a_cycle():
 def test_the_graph_sees_function_level_and_relative_imports():
     """The checker itself: it must resolve the imports the cycle test depends on."""
     g = _graph()
-    assert "reuse_backend.store.cache" in g["reuse_backend.store.check"]
-    assert "reuse_backend.storage.fsops" in g["reuse_backend.store.lock"]
+    assert "reuse_backend.folder.cache" in g["reuse_backend.folder.check"]
+    assert "reuse_backend.storage.fsops" in g["reuse_backend.folder.lease_files"]
     assert "nodes.host" in g["nodes.transactions"]
     assert "reuse_backend.store" in g["nodes.routes"] or "reuse_backend.store.cache" in g["nodes.routes"]
 
 
 LAYERS = {   # backend subpackage -> the backend subpackages it may import
     "storage": set(),
-    "store": {"storage"},
+    "store": {"storage"},                   # the interface and the engine: no medium
+    "folder": {"storage", "store"},         # a medium: never the other one
+    "bucket": {"storage", "store"},
     "keys": {"storage"},
     "media": {"storage", "store", "keys"},
+    "workflow": set(),
 }
 
 
@@ -123,6 +128,79 @@ def test_backend_layers_point_one_way():
                     and dp[1] not in LAYERS[parts[1]]:
                 bad.append(f"{mod} imports {d}")
     assert not bad, bad
+
+
+def test_the_two_media_never_import_each_other_and_only_stores_and_the_tool_choose_one():
+    """folder/ and bucket/ import neither each other nor stores.py; elsewhere in the pack (nodes/,
+    reuse_backend/) only stores.py names a medium (the cache tool asks it). The lab and the tests
+    may use a medium directly."""
+    g = _graph()
+    media = {"folder", "bucket"}
+    bad = []
+    for mod, deps in g.items():
+        parts = mod.split(".")
+        if parts[0] not in ("reuse_backend", "nodes"):
+            continue
+        for d in deps:
+            dp = d.split(".")
+            if len(dp) > 1 and dp[0] == "reuse_backend" and dp[1] in media:
+                inside = len(parts) > 1 and parts[0] == "reuse_backend" and parts[1] in media
+                if (inside and parts[1] != dp[1]) or (not inside and mod != "reuse_backend.stores"):
+                    bad.append(f"{mod} imports {d}")
+            if inside_media(parts) and d == "reuse_backend.stores":
+                bad.append(f"{mod} imports {d}")
+    assert not bad, bad
+
+
+def inside_media(parts) -> bool:
+    return len(parts) > 1 and parts[0] == "reuse_backend" and parts[1] in ("folder", "bucket")
+
+
+def _protocol_members(proto) -> set[str]:
+    names = set(getattr(proto, "__annotations__", {}))
+    names |= {n for n, v in vars(proto).items() if not n.startswith("_") and (callable(v) or isinstance(v, property))}
+    return names
+
+
+def _class_members(cls) -> set[str]:
+    """Methods and class attributes of ``cls`` (and its bases in the pack), and the attributes its
+    __init__ methods assign to ``self``."""
+    names = set()
+    for klass in cls.__mro__:
+        if klass is object:
+            continue
+        names |= {n for n in vars(klass) if not n.startswith("__")}
+        init = vars(klass).get("__init__")
+        if init is not None and hasattr(init, "__code__"):
+            import inspect
+            import textwrap
+            tree = ast.parse(textwrap.dedent(inspect.getsource(init)))
+            names |= {t.attr for n in ast.walk(tree) if isinstance(n, (ast.Assign, ast.AnnAssign))
+                      for t in (n.targets if isinstance(n, ast.Assign) else [n.target])
+                      for t in ([t] if not isinstance(t, ast.Tuple) else t.elts)
+                      if isinstance(t, ast.Attribute) and isinstance(t.value, ast.Name) and t.value.id == "self"}
+    return names
+
+
+def test_each_medium_implements_the_store_interface():
+    """The protocols of store/interface.py, member by member, on both media (and the engine's
+    Transaction, Claim and Snapshot, shared by both)."""
+    from reuse_backend.bucket.cache import BucketCache
+    from reuse_backend.bucket.snapshot import BucketSnapshot
+    from reuse_backend.bucket.store import BucketStore
+    from reuse_backend.folder.cache import FolderCache
+    from reuse_backend.folder.reader import FolderSnapshot
+    from reuse_backend.folder.store import FolderStore
+    from reuse_backend.store import interface
+    from reuse_backend.store.claim import Claim
+    from reuse_backend.store.transaction import Transaction
+    pairs = [(interface.Cache, FolderCache), (interface.Cache, BucketCache), (interface.Store, FolderStore),
+             (interface.Store, BucketStore), (interface.Snapshot, FolderSnapshot),
+             (interface.Snapshot, BucketSnapshot), (interface.Transaction, Transaction), (interface.Claim, Claim)]
+    missing = {f"{impl.__name__}: {sorted(_protocol_members(proto) - _class_members(impl))}"
+               for proto, impl in pairs if _protocol_members(proto) - _class_members(impl)}
+    assert not missing, missing
+    assert _protocol_members(interface.Cache) >= {"snapshot", "begin", "claim", "carry", "publish", "staging_parent"}
 
 
 def _top_level_host_imports(path: Path) -> list[str]:
@@ -366,7 +444,7 @@ def test_every_module_is_listed_in_the_architecture_doc(kind):
     if kind == "py":
         files = [p for p in MODULES.values()] + [REPO / "reuse_backend" / "__main__.py"]
         files = [p for p in files if not (p.name == "__init__.py" and p.parent.name in
-                                          ("storage", "store", "keys", "media", "video", "reuse_backend"))]
+                                          ("storage", "store", "folder", "keys", "media", "video", "reuse_backend"))]
     else:
         files = sorted((REPO / "web").rglob("*.js")) + sorted((REPO / "web").rglob("*.css"))
     missing = []

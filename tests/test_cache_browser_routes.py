@@ -25,7 +25,8 @@ import av
 import numpy as np
 import pytest
 
-from reuse_backend.store import Cache, usage
+from reuse_backend.folder.cache import FolderCache
+from reuse_backend.folder import usage
 from seedreuse_lab import graphs
 from seedreuse_lab.reuse_graphs import SEG, segment_graph, t2v_reuse
 
@@ -229,7 +230,7 @@ def test_delete_needs_the_confirmation_and_is_refused_while_in_use(env):
         assert status == 400 and err["type"] == "InvalidRequestError" and "confirmation" in err["message"], body
     assert (root / name / "manifest.json").is_file()
     # a live writer (this process holds the writer lock): refused with the reason, nothing removed
-    lock = Cache(root, name).writer_lock(f"test-{uuid.uuid4().hex}").acquire()
+    lock = FolderCache(root, name).writer_lock(f"test-{uuid.uuid4().hex}").acquire()
     try:
         status, _, raw = request(w, "POST", f"/seedreuse/caches/{name}/delete", {"confirm": name})
     finally:
@@ -238,7 +239,7 @@ def test_delete_needs_the_confirmation_and_is_refused_while_in_use(env):
     assert status == 409 and err["code"] == "cache_busy" and "being written by" in err["message"], err
     assert rows(w)[name]["committed"]
     # an open reader (a leased snapshot in this process): refused as well
-    snap = Cache(root, name).snapshot()
+    snap = FolderCache(root, name).snapshot()
     try:
         assert rows(w)[name]["in_use"].startswith("read by 1 reader")
         status, _, raw = request(w, "POST", f"/seedreuse/caches/{name}/delete", {"confirm": name})

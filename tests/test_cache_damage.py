@@ -21,7 +21,7 @@ from seedreuse_lab import graphs
 from seedreuse_lab.graphs import T2V
 from seedreuse_lab.reuse_graphs import SEG, segment_graph, t2v_reuse
 from reuse_backend.storage import serialize
-from reuse_backend.store.check import check as check_cache
+from reuse_backend.folder.check import check as check_cache
 
 pytestmark = pytest.mark.comfy
 SMALL = dict(width=32, height=32, length=5, steps=1)

@@ -1,6 +1,6 @@
 """A batch of seeds queued at once across workers (issue 27): no request fails because another
 one writes the same cache. Three real ComfyUI workers on one cache root, requests queued at the
-same moment, each a new seed, reuse=auto (store/run_lease.py, commit.py, rebase.py,
+same moment, each a new seed, reuse=auto (folder/run_lease.py, folder/commit.py, store/rebase.py,
 single_flight.py).
 
 What is measured, printed and asserted: failures, text-encoder executions (the counting stand-in,
@@ -16,8 +16,8 @@ from pathlib import Path
 import pytest
 
 from reuse_backend.media import segment_takes
-from reuse_backend.store import Cache
-from reuse_backend.store.check import check
+from reuse_backend.folder.cache import FolderCache
+from reuse_backend.folder.check import check
 from seedreuse_lab import graphs
 from seedreuse_lab.reuse_graphs import segment_graph, t2v_reuse
 
@@ -88,7 +88,7 @@ def test_segment_runs_at_once_each_become_a_take(comfy_workers):
     seeds = [11, 12, 13]
     res = _batch(workers, [segment_graph("ref.png", seed=s) for s in seeds])
     failed = _failures(res)
-    with Cache(root, "segments").snapshot() as snap:
+    with FolderCache(root, "segments").snapshot() as snap:
         takes = segment_takes.read_takes(snap)
     print(f"\n3 segment runs at once on 3 workers: {3 - len(failed)} succeeded, {len(failed)} failed; "
           f"takes kept {[(t.number, t.section.get('seed')) for t in takes]}")

@@ -163,7 +163,7 @@ def test_two_prompts_racing_on_one_cache(pair_over_empty_root):
     assert h.wait(timeout=120).status == "success"
     m = manifest(root, "default")
     assert m["slots"]["positive"]["key"]["fields"]["value:text"] == "writer a"
-    from reuse_backend.store.check import check
+    from reuse_backend.folder.check import check
     assert check(root, "default") == []
 
 

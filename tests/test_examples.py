@@ -345,6 +345,8 @@ def test_ui_file_is_a_wellformed_litegraph_workflow(ui_path):
         if n["type"] not in FRONTEND_ONLY:
             assert n["properties"].get("Node name for S&R") == n["type"], n["id"]
             assert "inputs" in n and "outputs" in n, n["id"]
+        # the Registry id the canvas records for a node of this pack (pyproject.toml name)
+        assert n["properties"].get("cnr_id") in (None, "comfy-core", example_files.PACK_CNR_ID), (n["id"], n["type"])
     links = ui["links"]
     if links:
         assert ui["last_link_id"] >= max(lk[0] for lk in links)

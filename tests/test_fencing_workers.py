@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from reuse_backend.store.check import check
+from reuse_backend.folder.check import check
 from seedreuse_lab import graphs
 from seedreuse_lab.graphs import link
 from seedreuse_lab.reuse_graphs import SEG, segment_graph

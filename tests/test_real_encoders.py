@@ -25,7 +25,7 @@ import torch
 from seedreuse_lab import encoder_models, graphs
 from seedreuse_lab.graphs import AUDIO, I2V, link
 from seedreuse_lab.reuse_graphs import i2v_reuse
-from reuse_backend.store import Cache
+from reuse_backend.folder.cache import FolderCache
 
 pytestmark = pytest.mark.comfy
 
@@ -101,7 +101,7 @@ def test_real_encoders_skipped_on_another_worker_and_restored_bit_exact(comfy_wo
     # the new seed changed the video
     assert rb.inspected("92")["sha256"] != ra.inspected("92")["sha256"]
     # and the committed slot file holds A's audio features exactly (read by the backend alone)
-    with Cache(comfy_workers.cache_root, "default").snapshot() as snap:
+    with FolderCache(comfy_workers.cache_root, "default").snapshot() as snap:
         cached = snap.load_slot("audio_features")
     assert type(cached["encoded_audio_all_layers"]) is tuple
     assert [tensor_sha(t) for t in cached["encoded_audio_all_layers"]] == \

@@ -25,7 +25,7 @@ from seedreuse_lab import graphs
 from seedreuse_lab.graphs import link
 from seedreuse_lab.reuse_graphs import SEG, segment_graph, set_session
 from reuse_backend.media import segments, video
-from reuse_backend.store import check as store_check
+from reuse_backend.folder import check as store_check
 
 pytestmark = pytest.mark.comfy
 F, M, FPS, SR = 9, 3, 16.0, 16000

@@ -23,11 +23,11 @@ from comfy_execution.graph_utils import is_link as graph_is_link        # noqa: 
 
 from .caching import LOCAL_ONLY, cache_provider_names, local_only, providers_skip_local_only  # noqa: F401
 from .executor import ExecutionFailure, PromptHooks, hook_prompts                            # noqa: F401
-from .files import ROOT_ENV, cache_root, input_file_path, output_directory, resolve_file, save_path  # noqa: F401
+from .files import cache_root, input_file_path, output_directory, resolve_file, save_path  # noqa: F401
 from .node_classes import (NodeClasses, change_token_fn, clip_vision_output_class, first_real_override,  # noqa: F401
                            nested_tensor_class, node_class, validate_signature)
 from .server import (add_middleware, add_on_prompt_handler, current_prompt_id, multi_user, progress,  # noqa: F401
                      request_user, routes, send_event, send_to_client, set_running_extra_data,
-                     throw_if_interrupted)
+                     throw_if_interrupted, web)
 
 log = logging.getLogger("seedreuse")

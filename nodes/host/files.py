@@ -8,9 +8,9 @@ import re
 import folder_paths
 
 from ...reuse_backend.keys import file_identity
+from ...reuse_backend import settings
 from ...reuse_backend.store import roots
 
-ROOT_ENV = "SEEDREUSE_CACHE_ROOT"
 # a file name: anything, a dot, an extension, and ComfyUI's optional " [input]" annotation
 _FILE_RE = re.compile(r"^[^\n\r\x00]{1,512}\.[A-Za-z0-9]{1,16}( \[(input|output|temp)\])?$")
 
@@ -20,9 +20,9 @@ def cache_root() -> str:
     store, with the folder below as this host's local tier), else the folder $SEEDREUSE_CACHE_ROOT,
     else <ComfyUI user dir>/seedreuse_cache."""
     default = os.path.join(folder_paths.get_user_directory(), "seedreuse_cache")
-    folder = str(roots.resolve_root(os.environ.get(ROOT_ENV) or None, default=default))
+    folder = str(roots.resolve_root(default=default))
     roots.set_default_root(folder)
-    return roots.cache_url() or folder
+    return settings.cache_url() or folder
 
 
 # widget value -> (identity prefix, path, kind) of the file it resolved to: finding a model file

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import logging
 
+from aiohttp import web      # noqa: F401 (re-exported) ComfyUI's web framework: the pack's routes answer through it
+
 log = logging.getLogger("seedreuse")
 
 

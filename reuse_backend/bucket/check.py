@@ -9,11 +9,17 @@ take index that does not match the version (``bad_take_index``); what a collecti
 (``collectable``: data objects no kept record names whose runs are gone, superseded records, stale
 leases and claims).
 
+Also found: keys under ``log/`` that are no record of ours (a number out of range, a folder
+marker: ``foreign_record``, ignored by every reader and writer) and a newest record at the last
+number a record can have (``last_number``: nothing can follow it).
+
 Repair runs the collection (collect.py: never anything a live run or reader can use; twice when
-the first wrote a fence record, which supersedes the record the first had to keep) and, when
-the newest record does not validate, publishes a cleared state over it (the next successful run
-rebuilds the cache). It never deletes a valid version: a broken one is reported with the
-command that clears it.
+the first wrote a fence record, which supersedes the record the first had to keep), removes
+foreign keys under ``log/`` and a record at the last number, and, when the newest record does not
+validate, publishes over it the newest intact version below it (valid, every object present) or,
+when there is none, a cleared state (the next successful run rebuilds the cache). So nothing a
+stranger writes into the prefix makes repair discard an intact version, and it never deletes a
+valid version: a broken one is reported with the command that clears it.
 """
 from __future__ import annotations
 
@@ -25,10 +31,12 @@ from ..storage import fsops, serialize
 from ..store import take_index
 from ..store.file_checks import check_loadable
 from ..store.check import Problem
-from . import collect, log as commit_log
+from . import collect, log as commit_log, records
 from .client import NotFound
+from .location import MAX_SEQ
 
-REPAIRABLE = {"collectable", "invalid_record"}
+REPAIRABLE = {"collectable", "invalid_record", "foreign_record", "last_number"}
+RESTORE_LOOKBACK = 16       # records below an invalid newest one that repair reads for an intact version
 
 
 def _clear_fix(cache) -> str:
@@ -59,14 +67,25 @@ def _unloadable(name: str, fname: str, path, size: int) -> str | None:
     return None
 
 
+def _foreign(cache) -> list[str]:
+    objs, _ = cache.client.list(cache.keys.log_prefix)
+    return [o.key for o in objs if cache.keys.seq_of(o.key) is None]
+
+
 def scan(cache, *, verify: bool = True) -> list[Problem]:
-    out: list[Problem] = []
+    out: list[Problem] = [Problem("foreign_record", _where(cache, k), "not a commit record of SeedReuse (ignored)",
+                                  "check --repair removes it") for k in _foreign(cache)]
     try:
         seq, rec = commit_log.latest(cache.client, cache.keys)
     except CorruptCacheError as e:
         key = e.details.get("key", cache.keys.log_prefix)
-        return [Problem("invalid_record", _where(cache, key), e.message,
-                        "check --repair publishes a cleared state over it (the next run rebuilds the cache)")]
+        return out + [Problem("invalid_record", _where(cache, key), e.message,
+                              "check --repair publishes the newest intact version below it again (or a cleared "
+                              "state when there is none; the next run rebuilds the cache)")]
+    if seq == MAX_SEQ:
+        out.append(Problem("last_number", _where(cache, cache.keys.log(seq)),
+                           "a record at the last number a record can have: nothing can follow it (not written by "
+                           "SeedReuse)", "check --repair removes it"))
     if rec is not None and rec["kind"] != "cleared":
         m = rec["manifest"]
         for p in take_index.problems(m):
@@ -100,6 +119,40 @@ def scan(cache, *, verify: bool = True) -> list[Problem]:
     return out
 
 
+def _intact(cache, rec: dict) -> bool:
+    """Every object the record names is there with the size it says (one HEAD each)."""
+    sizes = {rel: rec["manifest"]["files"][f]["bytes"] for f, rel in rec["objects"].items()}
+    for rel, size in sizes.items():
+        try:
+            if cache.client.head(cache.keys.data(rel)).size != size:
+                return False
+        except NotFound:
+            return False
+    return True
+
+
+def _restore(cache) -> None:
+    """Over an invalid newest record: the newest intact version below it again (a ``version``
+    record of that manifest and objects), else a cleared state."""
+    bad = commit_log.newest_head(cache.client, cache.keys)
+    seq = bad.seq if bad is not None else 0
+    below = [s for s in commit_log.numbers(cache.client, cache.keys) if s < seq][-RESTORE_LOOKBACK:]
+    for s in reversed(below):
+        try:
+            rec = commit_log.read(cache.client, cache.keys, s)
+        except CorruptCacheError:
+            continue
+        if rec is None or rec["kind"] == "cleared":
+            break
+        if _intact(cache, rec):
+            again = records.make(commit_log.next_number(cache.keys, seq), "version", rec["manifest"], rec["objects"],
+                                 f"repair-{uuid.uuid4().hex}")
+            if commit_log.create(cache.client, cache.keys, again) is not None:
+                return
+            break
+    collect.publish_state(cache, "cleared", f"repair-{uuid.uuid4().hex}")
+
+
 def check(cache, *, repair: bool = False) -> list[Problem]:
     try:
         found = scan(cache)
@@ -107,8 +160,12 @@ def check(cache, *, repair: bool = False) -> list[Problem]:
         return [Problem("unreachable", cache.root, e.message, e.fix)]
     if not repair or not any(p.code in REPAIRABLE for p in found):
         return found
+    doomed = _foreign(cache)
+    if any(p.code == "last_number" for p in found):
+        doomed.append(cache.keys.log(MAX_SEQ))
+    cache.client.delete_many(doomed)
     if any(p.code == "invalid_record" for p in found):
-        collect.publish_state(cache, "cleared", f"repair-{uuid.uuid4().hex}")
+        _restore(cache)
     rep = collect.collect(cache)
     if rep.fenced and not rep.skipped:   # its fence record supersedes the record it had to keep
         collect.collect(cache)

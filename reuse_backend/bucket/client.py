@@ -12,29 +12,28 @@ conditional write lost), ``NotFound`` (404), a retried ``409 ConditionalRequestC
 bounded: an object larger than the caller's limit is refused before its body is read, and
 downloads stream in chunks into a file (never a whole object in memory).
 
-What this does not guarantee: a request that timed out may have been carried out; botocore
-retries it, so a conditional create can answer 412 for a write that was this run's own
-(log.py reads the object back to tell).
+What this does not guarantee: a request that timed out may have been carried out, now or later
+(a proxy or gateway queue). So a commit record is created one attempt at a time (``put(...,
+once=True)``, no botocore retry): each failed attempt says whether the endpoint answered it
+(``details["answered"]``: an HTTP error other than 500/502/504 means it was not carried out), and
+log.py reads the record back, or takes the number away from a late write, when one was not.
 """
 from __future__ import annotations
 
 import email.utils
 import logging
-import os
 import threading
 import time
 
 from ..errors import ObjectStoreError
-from ..store import env_settings
+from .. import settings
+from ..storage import fsops
 
 log = logging.getLogger("seedreuse")
 
-ENV_TIMEOUT = "SEEDREUSE_S3_TIMEOUT_S"
-DEFAULT_TIMEOUT_S = 30.0
 MULTIPART_BYTES = 64 << 20
 CHUNK = 8 << 20
 CONFLICT_RETRIES = 5
-DEFAULT_ATTEMPTS = 5
 
 
 class Precondition(Exception):
@@ -75,22 +74,31 @@ class Client:
     def __init__(self, bucket: str):
         boto3, botocore = _import()
         self.bucket, self._exc = bucket, botocore.exceptions
-        retries = {"mode": os.environ.get("AWS_RETRY_MODE") or "standard"}
-        if not os.environ.get("AWS_MAX_ATTEMPTS"):
-            retries["max_attempts"] = DEFAULT_ATTEMPTS
-        self.max_attempts = os.environ.get("AWS_MAX_ATTEMPTS") or f"{DEFAULT_ATTEMPTS}, the default"
-        timeout = self.timeout_s = env_settings.seconds(ENV_TIMEOUT, DEFAULT_TIMEOUT_S)
+        retries, self.max_attempts = settings.aws_retries()
+        timeout = self.timeout_s = settings.s3_timeout_s()
         cfg = botocore.config.Config(retries=retries, connect_timeout=min(10.0, timeout),
                                      read_timeout=timeout, max_pool_connections=32)
         session = boto3.session.Session()
         region = session.region_name or "us-east-1"
         self.s3 = session.client("s3", region_name=region, config=cfg)
+        # one attempt per call (the commit record's create: log.py retries it itself, so that it
+        # knows what each attempt got)
+        self.s3_once = session.client("s3", region_name=region, config=cfg.merge(
+            botocore.config.Config(retries={"mode": retries["mode"], "total_max_attempts": 1})))
+        self.attempts = settings.aws_attempts()      # of a record create
         self.endpoint = self.s3.meta.endpoint_url
         self.quoted_if_match = False       # RGW refuses quoted ETags in If-Match; AWS takes both
         self._skew = 0.0                   # server clock - local clock, from the last response
         self._lock = threading.Lock()
+        self.multipart_bytes = MULTIPART_BYTES
         self._transfer = boto3.s3.transfer.TransferConfig(multipart_threshold=MULTIPART_BYTES,
-                                                          multipart_chunksize=16 << 20, max_concurrency=4)
+                                                          multipart_chunksize=max(5 << 20, min(16 << 20, MULTIPART_BYTES)),
+                                                          max_concurrency=4)
+
+    def twin(self) -> "Client":
+        """Another client of the same bucket and endpoint, with its own connections (the probe's
+        racers)."""
+        return Client(self.bucket)
 
     # ------------------------------------------------------------------ errors and clock
     def _seen(self, resp) -> None:
@@ -122,6 +130,7 @@ class Client:
             if status == 404 or code in ("NoSuchKey", "NotFound", "404"):
                 return NotFound(key)
             tries = int(meta.get("RetryAttempts") or 0) + 1
+            answered = status not in (500, 502, 504)
             fix = {"NoSuchBucket": "create the bucket, or fix the bucket name in SEEDREUSE_CACHE_URL",
                    "AccessDenied": "give these credentials read, write, list and delete on the prefix",
                    "InvalidAccessKeyId": "check the AWS credentials this worker uses (AWS_PROFILE, "
@@ -137,18 +146,20 @@ class Client:
                 f"{'s' if tries > 1 else ''}: {code} ({err.get('Message') or 'no message'})",
                 expected="success", actual=f"HTTP {status} {code}",
                 fix=fix, details={"operation": op, "key": key, "code": code, "status": status,
-                                  "endpoint": self.endpoint, "attempts": tries})
-        if isinstance(e, (self._exc.BotoCoreError, OSError)) or type(e).__module__.startswith(("urllib3", "http.")):
+                                  "endpoint": self.endpoint, "attempts": tries, "answered": answered})
+        if isinstance(e, (self._exc.BotoCoreError, OSError)) or type(e).__module__.startswith(("urllib3", "http.", "boto3")):
+            # never sent (no connection) is a definite answer; anything later may have been carried out
+            unsent = isinstance(e, (self._exc.EndpointConnectionError, self._exc.ConnectTimeoutError))
             return ObjectStoreError(
                 f"the object store at {self.endpoint} did not answer {op} of {where} within the retries "
-                f"(AWS_MAX_ATTEMPTS: {self.max_attempts}; {ENV_TIMEOUT}: {self.timeout_s:g} s): {type(e).__name__}: {e}",
+                f"(AWS_MAX_ATTEMPTS: {self.max_attempts}; {settings.S3_TIMEOUT_S}: {self.timeout_s:g} s): {type(e).__name__}: {e}",
                 expected="an answer within the retries", actual=str(e)[:300],
                 fix="check that the endpoint is reachable from this worker (AWS_ENDPOINT_URL_S3), or raise "
-                    f"{ENV_TIMEOUT} / AWS_MAX_ATTEMPTS if it is slow, then rerun",
-                details={"operation": op, "key": key, "endpoint": self.endpoint})
+                    f"{settings.S3_TIMEOUT_S} / AWS_MAX_ATTEMPTS if it is slow, then rerun",
+                details={"operation": op, "key": key, "endpoint": self.endpoint, "answered": unsent})
         return e
 
-    def _call(self, op: str, key: str, fn, **kw):
+    def _call(self, op: str, key: str, fn, *, once: bool = False, **kw):
         for attempt in range(CONFLICT_RETRIES + 1):
             try:
                 resp = fn(Bucket=self.bucket, **kw)
@@ -158,7 +169,7 @@ class Client:
                 if isinstance(e, self._exc.ClientError):
                     self._seen(e.response)
                     if (e.response.get("ResponseMetadata") or {}).get("HTTPStatusCode") == 409 \
-                            and attempt < CONFLICT_RETRIES:
+                            and attempt < CONFLICT_RETRIES and not once:
                         time.sleep(0.05 * 2 ** attempt)   # ConditionalRequestConflict: retry
                         continue
                 raise self.error(e, op, key) from e
@@ -182,16 +193,19 @@ class Client:
         return Obj(key, int(r.get("ContentLength") or 0), r.get("ETag", "").strip('"'),
                    r["LastModified"].timestamp())
 
-    def put(self, key: str, data: bytes, *, create_only: bool = False, if_match: str | None = None) -> str:
+    def put(self, key: str, data: bytes, *, create_only: bool = False, if_match: str | None = None,
+            once: bool = False) -> str:
         """Write a small object in one PUT (never multipart: some stores ignore conditions on a
-        multipart completion); ``create_only``: If-None-Match: *; ``if_match``: that ETag.
+        multipart completion); ``create_only``: If-None-Match: *; ``if_match``: that ETag;
+        ``once``: one attempt, no retry (its ObjectStoreError says ``details["answered"]``).
         Returns the new ETag; Precondition when the condition failed."""
         kw = {"Key": key, "Body": data}
         if create_only:
             kw["IfNoneMatch"] = "*"
         if if_match is not None:
             kw["IfMatch"] = f'"{if_match}"' if self.quoted_if_match else if_match
-        r = self._call("put", key, self.s3.put_object, **kw)
+        s3 = self.s3_once if once else self.s3
+        r = self._call("put", key, s3.put_object, once=once, **kw)
         return r.get("ETag", "").strip('"')
 
     def delete(self, key: str) -> None:
@@ -199,6 +213,22 @@ class Client:
             self._call("delete", key, self.s3.delete_object, Key=key)
         except NotFound:
             pass
+
+    def delete_many(self, keys: list[str]) -> None:
+        """Delete these keys, up to 1000 per request (absent ones are no error)."""
+        for i in range(0, len(keys), 1000):
+            batch = keys[i:i + 1000]
+            r = self._call("delete", batch[0], self.s3.delete_objects,
+                           Delete={"Objects": [{"Key": k} for k in batch], "Quiet": True})
+            failed = [e for e in r.get("Errors") or [] if e.get("Code") != "NoSuchKey"]
+            if failed:
+                e = failed[0]
+                raise ObjectStoreError(
+                    f"the object store at {self.endpoint} refused to delete s3://{self.bucket}/{e.get('Key')}: "
+                    f"{e.get('Code')} ({e.get('Message')})", expected="deleted", actual=e.get("Code"),
+                    fix="give these credentials delete on the prefix, then rerun",
+                    details={"operation": "delete", "key": e.get("Key"), "code": e.get("Code"),
+                             "endpoint": self.endpoint, "failed": len(failed)})
 
     def list(self, prefix: str, *, start_after: str | None = None, delimiter: str | None = None,
              limit: int | None = None) -> tuple[list[Obj], list[str]]:
@@ -224,12 +254,13 @@ class Client:
             if not r.get("IsTruncated") or not token or (limit and len(objs) >= limit):
                 return objs, prefixes
 
-    def multipart_uploads(self, prefix: str) -> list[tuple[str, str]]:
-        """(key, upload id) of the unfinished multipart uploads under ``prefix``."""
+    def multipart_uploads(self, prefix: str) -> list[tuple[str, str, float]]:
+        """(key, upload id, initiated: the store's clock) of the unfinished multipart uploads
+        under ``prefix``."""
         out, kw = [], {"Prefix": prefix}
         while True:
             r = self._call("list uploads", prefix, self.s3.list_multipart_uploads, **kw)
-            out += [(u["Key"], u["UploadId"]) for u in r.get("Uploads") or []]
+            out += [(u["Key"], u["UploadId"], u["Initiated"].timestamp()) for u in r.get("Uploads") or []]
             if not r.get("IsTruncated"):
                 return out
             kw.update(KeyMarker=r.get("NextKeyMarker"), UploadIdMarker=r.get("NextUploadIdMarker"))
@@ -256,7 +287,7 @@ class Client:
                 raise self.error(e, "download", key) from e
             if not chunk:
                 break
-            _write_all(fd, chunk)            # a local write error (ENOSPC) stays an OSError
+            fsops.write_all(fd, chunk, key)  # the local tier's write (hooked); ENOSPC stays an OSError
             hasher.update(chunk)
             n += len(chunk)
         return n
@@ -264,7 +295,7 @@ class Client:
     def upload(self, path: str, key: str, size: int) -> None:
         """Upload a file: one PUT, or a multipart upload (parallel parts) for a large one."""
         try:
-            if size <= MULTIPART_BYTES:
+            if size <= self.multipart_bytes:
                 with open(path, "rb") as f:
                     self._call("upload", key, self.s3.put_object, Key=key, Body=f)
                 return
@@ -272,14 +303,21 @@ class Client:
         except (Precondition, NotFound, ObjectStoreError):
             raise
         except Exception as e:  # noqa: BLE001 - mapped to a typed error
+            if "NoSuchUpload" in str(e):
+                raise aborted_upload(self, key, e) from e
             raise self.error(e, "upload", key) from e
 
 
-def _write_all(fd: int, data: bytes) -> None:
-    view = memoryview(data)
-    while view:
-        n = os.write(fd, view)
-        view = view[n:]
+def aborted_upload(client, key: str, e: Exception) -> ObjectStoreError:
+    """A multipart upload that someone else aborted while it ran (a collection that judged its run
+    dead, an operator, a lifecycle rule on incomplete uploads)."""
+    return ObjectStoreError(
+        f"the multipart upload of s3://{client.bucket}/{key} was aborted by someone else while it ran",
+        expected="the upload completed", actual=str(e)[:300],
+        fix="rerun. If it recurs: this worker was paused longer than SEEDREUSE_LEASE_S (raise it), or a "
+            "lifecycle rule aborts incomplete multipart uploads under the prefix sooner than an upload takes "
+            "(docs/OBJECT_STORAGE.md, what an operator must not do)",
+        details={"operation": "upload", "key": key, "endpoint": client.endpoint, "answered": True})
 
 
 _CLIENTS: dict[str, Client] = {}

@@ -5,7 +5,8 @@ the folder store uses appended (``/.users/<user>``, ``/.auto``). One cache ``<na
 keys under ``<prefix>/<name>/``:
 
     log/<seq, 20 digits>.json    commit records, created once each (If-None-Match: *); the highest
-                                 is the cache's current state (records.py, log.py)
+                                 is the cache's current state (records.py, log.py); numbers are
+                                 1..MAX_SEQ, a key out of range is foreign (ignored, reported)
     data/<run id>/<sha256>       immutable data objects, named by the run that uploaded them and
                                  their content hash; a record names them relative to the cache
     leases/<run id>.json         a run's lease (heartbeat: its LastModified, the server's clock)
@@ -15,8 +16,10 @@ keys under ``<prefix>/<name>/``:
 
 Invariant (no key outside the cache): every key the store reads or deletes is built here from a
 validated location, a validated cache name and validated parts; a key found in a listing or a
-record is accepted only when it parses back into those parts (``parse_data``), so a record
-naming ``../other`` or another namespace's object is refused, never followed.
+record is accepted only when it parses back into those parts (``seq_of``, ``parse_data``,
+``parse_lease``, ``parse_claim``), so a record naming ``../other`` or another namespace's object
+is refused, never followed, and a key someone else put under ``leases/`` or ``claims/`` (a
+console's zero-byte folder marker, a note) is nobody's run: never fenced, judged or deleted.
 """
 from __future__ import annotations
 
@@ -35,7 +38,9 @@ SHA = re.compile(r"[0-9a-f]{64}\Z")
 DATA_REL = re.compile(r"data/(?P<run>[A-Za-z0-9_-]{1,64})/(?P<sha>[0-9a-f]{64})\Z")
 SEQ_DIGITS = 20
 ENTRY_SUFFIX = ".entry.json"
-MAX_SEQ = 10 ** SEQ_DIGITS - 1
+MAX_SEQ = 10 ** 18 - 1          # keys keep 20 digits (their order); a larger number is not ours
+_LEASE_TAIL = re.compile(r"(?P<run>[A-Za-z0-9_-]{1,64})\.json\Z")
+_CLAIM_TAIL = re.compile(r"[A-Za-z0-9_-]{1,64}-[A-Za-z0-9]{1,32}(\.entry)?\.json\Z")
 
 
 def _bad(url, why: str) -> InvalidRequestError:
@@ -116,7 +121,7 @@ class CacheKeys:
         if len(tail) != SEQ_DIGITS + 5 or not tail.endswith(".json") or not tail[:SEQ_DIGITS].isdigit():
             return None
         seq = int(tail[:SEQ_DIGITS])
-        return seq if seq >= 1 else None
+        return seq if 1 <= seq <= MAX_SEQ else None
 
     def data_rel(self, run_id: str, sha: str) -> str:
         if not RUN_ID.fullmatch(run_id) or not SHA.fullmatch(sha):
@@ -135,6 +140,24 @@ class CacheKeys:
             return None
         m = DATA_REL.fullmatch(key[len(self.base):])
         return (m["run"], m["sha"]) if m else None
+
+    def parse_lease(self, key: str) -> str | None:
+        """The run id of a run lease key of this cache (``leases/<run id>.json``), or None."""
+        if not key.startswith(self.lease_prefix):
+            return None
+        m = _LEASE_TAIL.fullmatch(key[len(self.lease_prefix):])
+        return m["run"] if m else None
+
+    def parse_reader(self, key: str) -> str | None:
+        """The id of a reader lease key of this cache (``readers/<id>.json``), or None."""
+        if not key.startswith(self.reader_prefix):
+            return None
+        m = _LEASE_TAIL.fullmatch(key[len(self.reader_prefix):])
+        return m["run"] if m else None
+
+    def parse_claim(self, key: str) -> bool:
+        """Whether ``key`` is a claim or an entry key of this cache."""
+        return key.startswith(self.claim_prefix) and bool(_CLAIM_TAIL.fullmatch(key[len(self.claim_prefix):]))
 
     def lease(self, run_id: str) -> str:
         if not RUN_ID.fullmatch(run_id):

@@ -20,6 +20,8 @@ import threading
 import uuid
 
 from ..errors import ReuseError, UnsupportedEndpointError
+from ..store.check import ProbeReport
+from . import client as clients, location
 from .client import Client, NotFound, Precondition
 
 _DONE: dict[str, list] = {}
@@ -100,7 +102,7 @@ def run(client: Client, loc) -> list[dict]:
     """[{check, ok, detail}], cleaning up what it wrote."""
     base = f"{loc.prefix}.seedreuse-probe/{uuid.uuid4().hex}/"
     out = []
-    racers = [Client(client.bucket) for _ in range(8)]      # independent connections and sessions
+    racers = [client.twin() for _ in range(8)]      # independent connections and sessions
     try:
         for check, fn in (("create race", lambda: next((r for r in (_race(client, racers, f"{base}race{i}")
                                                                      for i in range(3)) if r), None)),
@@ -140,6 +142,17 @@ def ensure(client: Client, loc) -> None:
             fix="use an S3 endpoint that keeps them (docs/OBJECT_STORAGE.md lists providers; run python -m "
                 "reuse_backend probe s3://BUCKET/PREFIX), or unset SEEDREUSE_CACHE_URL to use a local folder",
             details={"endpoint": client.endpoint, "results": results})
+
+
+def report(url: str) -> ProbeReport:
+    """The probe of ``url`` as the cache tool prints it (a ProbeReport, store/check.py)."""
+    loc = location.parse(url)
+    client = clients.for_bucket(loc.bucket)
+    rep = ProbeReport(loc.url, None, f"object store at {client.endpoint}")
+    for r in run(client, loc):
+        rep.add(r["check"], "ok" if r["ok"] else "unanswered" if r["unanswered"] else "unsafe",
+                "" if r["ok"] else r["detail"])
+    return rep
 
 
 def forget() -> None:

@@ -15,6 +15,8 @@ import hashlib
 import os
 import threading
 
+from .. import settings
+
 BLOCK = 1 << 20
 SAMPLES = 16
 _memo: dict[tuple, str] = {}
@@ -56,7 +58,7 @@ def _sampled_hash(f, size: int) -> str:
 
 def content_id(path: str, *, kind: str = "input") -> str:
     """sha256-based identity of a file's content. kind: 'input' (full) or 'model' (sampled)."""
-    full = kind == "input" or os.environ.get("SEEDREUSE_FULL_MODEL_HASH") == "1"
+    full = kind == "input" or settings.full_model_hash()
     mode = "full" if full else "sampled"
     key = _stat_key(path, mode)
     with _lock:

@@ -11,36 +11,25 @@ takes and the new take are published by one commit, so a failed request changes 
 from __future__ import annotations
 
 import logging
-import os
 from dataclasses import dataclass, field
 
+from .. import settings
 from ..errors import CorruptCacheError, InvalidRequestError
-from ..storage import serialize
+from ..storage import fsops, serialize
 from ..store import manifest as mf
 from ..store import take_index
 from ..store.take_index import RESULT, TAIL_BOUNDARY
 
 log = logging.getLogger("seedreuse")
 SECTION = "segments"
-DEFAULT_KEEP = 3
-ENV_KEEP = "SEEDREUSE_KEEP_TAKES"
+DEFAULT_KEEP = settings.DEFAULT_KEEP_TAKES
 IN_SECTION = {"in_section": SECTION}     # a take record's segments: the version's segment section
 
 
 def keep_takes() -> int:
-    """K, the successful takes a cache keeps: ``SEEDREUSE_KEEP_TAKES`` (1..32, a root setting of
-    the server) or 3; 1 is the single latest-success chain of before."""
-    raw = os.environ.get(ENV_KEEP, "")
-    try:
-        v = int(raw)
-    except ValueError:
-        if raw:
-            log.warning("ignoring %s=%r (expected 1..%d)", ENV_KEEP, raw, take_index.MAX_TAKES)
-        return DEFAULT_KEEP
-    if not 1 <= v <= take_index.MAX_TAKES:
-        log.warning("ignoring %s=%r (expected 1..%d)", ENV_KEEP, raw, take_index.MAX_TAKES)
-        return DEFAULT_KEEP
-    return v
+    """K, the successful takes a cache keeps (``SEEDREUSE_KEEP_TAKES``, settings.py); 1 is the single
+    latest-success chain of before."""
+    return settings.keep_takes()
 
 
 @dataclass
@@ -161,7 +150,7 @@ def stage_tail_boundary(tx, value) -> None:
     path = tx.stage_path(TAIL_BOUNDARY)
     with tx.writing(f"write {TAIL_BOUNDARY}"):
         with open(path, "wb") as f:
-            serialize.dump_value(f, value)
+            serialize.dump_value(fsops.HookedWriter(f, path), value)
     tx.add_file(TAIL_BOUNDARY)
 
 

@@ -247,6 +247,19 @@ def rmdir(path) -> None:
     os.rmdir(path)
 
 
+def rmdir_if_empty(path) -> bool:
+    """Remove a directory once nothing is in it (a store's own folder: ``.tmp``, ``.readers``,
+    ``.evicting``); True when it was removed, False when it is absent, not empty or busy (another
+    process creating something in it meanwhile retries)."""
+    try:
+        rmdir(path)
+        return True
+    except OSError as e:
+        if e.errno not in (errno.ENOENT, errno.ENOTEMPTY, errno.EEXIST, errno.EBUSY, errno.ENOTDIR):
+            raise
+        return False
+
+
 def mkdir(path, mode: int = 0o755, *, parents: bool = False, exist_ok: bool = False) -> None:
     _hook("mkdir", path)
     if parents:
@@ -259,7 +272,14 @@ def mkdir(path, mode: int = 0o755, *, parents: bool = False, exist_ok: bool = Fa
             raise
 
 
+def chmod(path, mode: int) -> None:
+    """Set a file's permission bits (a reader lease's idle bit)."""
+    _hook("chmod", path)
+    os.chmod(path, mode)
+
+
 def utime(path, *, fd: int | None = None) -> None:
-    """Set atime/mtime to now (of ``fd`` when given, so a heartbeat touches its own inode)."""
+    """Set atime/mtime to now (of ``fd`` when given, so a heartbeat touches its own inode; else of
+    ``path``, never following a symlink)."""
     _hook("utime", path)
-    os.utime(fd if fd is not None else path)
+    os.utime(fd if fd is not None else path, follow_symlinks=fd is not None)

@@ -1,6 +1,6 @@
 """A read-only file object over an fd the caller keeps open, read with ``pread``.
 
-Readers pin every file of a version by keeping its fd open (store/reader.py). Reading through
+Readers pin every file of a version by keeping its fd open (store/snapshot.py). Reading through
 that same fd with ``os.preadv`` at this object's own offset gives each reader an independent
 position without opening the file again: on a network filesystem every ``open`` is a round
 trip to the server (measured on GlusterFS and CephFS FUSE clients, docs/BENCHMARKS.md 2b),

@@ -1,13 +1,7 @@
-"""The store: committed versions, staged transactions, leases, recovery and checks of caches.
-
-This package is the store's shared vocabulary (manifest, names, staged versions, take index,
-run info) and the folder store (``Cache``, cache.py); the object store lives in
-``reuse_backend/bucket/``, and ``reuse_backend/stores.py`` says which one serves a location.
-See docs/ARCHITECTURE.md for the interface and what each module owns.
+"""The store interface (interface.py: the protocols and the invariants every medium keeps) and the
+engine written once over the primitives a medium gives: transactions (transaction.py, staged.py,
+staging.py, rebase.py), leases (lease.py), single flight (claim.py), the size budget's policy
+(budget.py), and what both media share about a version (manifest.py, take_index.py, snapshot.py,
+file_checks.py, run_info.py, roots.py, namespaces.py, check.py). The media are ``reuse_backend/folder/``
+and ``reuse_backend/bucket/``; ``reuse_backend/stores.py`` says which one serves a location.
 """
-from .cache import DEFAULT_BUDGET, Cache, committed_caches, list_caches
-from .reader import Snapshot, sha256_fd
-from .transaction import RunInfo, Transaction
-
-__all__ = ["Cache", "Snapshot", "Transaction", "RunInfo", "list_caches", "committed_caches",
-           "sha256_fd", "DEFAULT_BUDGET"]

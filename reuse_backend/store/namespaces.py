@@ -29,20 +29,15 @@ import re
 import stat
 from pathlib import Path
 
+from .. import settings
 from ..errors import InvalidRequestError
 from ..storage import fsops
 from .roots import is_url
 
 USERS_DIR = ".users"
 AUTO_DIR = ".auto"
-ENV_SHARED = "SEEDREUSE_SHARED_NAMESPACE"
 USER_PATTERN = r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}$"
 _USER_RE = re.compile(USER_PATTERN)
-
-
-def shared_namespace_forced() -> bool:
-    """Operator setting: one namespace for every user (a single-tenant service)."""
-    return os.environ.get(ENV_SHARED, "").strip().lower() in ("1", "true", "yes", "on")
 
 
 def validate_user(user) -> str:
@@ -58,7 +53,7 @@ def user_root(root: Path | str, user: str | None, *, create: bool = True) -> Pat
     """The folder that holds ``user``'s caches: ``root`` itself when ``user`` is None (no
     multi-user server) or the operator forced a shared namespace. On an object store (``root``
     an ``s3://`` URL) the same folders are key prefixes: the URL with ``/.users/<user>``."""
-    if user is None or shared_namespace_forced():
+    if user is None or settings.shared_namespace():
         return root if is_url(root) else Path(root)
     validate_user(user)
     if is_url(root):

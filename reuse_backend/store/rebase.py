@@ -1,9 +1,9 @@
 """A commit whose base changed: another run committed since this run began (runs stage side by
-side and take the writer lock only to commit; transaction.py).
+side; their commits are serialized: a folder's writer lock, a bucket's conditional create).
 
-Called by ``Transaction.commit`` under the writer lock with the version that is current now; it
+Called by each medium's commit (``rebase_if_changed``) with the version that is current now; it
 works on the run's public staged version (``tx.staged``, staged.py) and carries through
-``tx.carry_from`` (fenced like every write). The rules, each enforced here:
+``tx.carry_from`` (fenced like every write). Invariant 3's rules, each enforced here:
 
 * the run commits its own complete version: its staging holds every file it staged or carried
   (carries are hard links made while staging, or copies from the pinned base, staging.py), so
@@ -21,7 +21,11 @@ use are not carried (as before: a commit is the version of the prompt that made 
 """
 from __future__ import annotations
 
+import logging
+
 from . import take_index
+
+log = logging.getLogger("seedreuse")
 
 
 def _numbers(recs: list[dict]) -> set[int]:
@@ -91,3 +95,15 @@ def rebase(tx, current) -> str:
         if replaced:
             parts.append(f"slot(s) {sorted(replaced)} replaced by this run's (their key changed)")
     return "; ".join(parts)
+
+
+def rebase_if_changed(tx, current, on: str | None) -> str | None:
+    """When the version committed now (``current``: a Snapshot, or None when there is none) is not
+    ``on`` (the version the staging stands on: the run's base, or what an earlier attempt rebased
+    onto), rebase onto it; returns the version the staging stands on now."""
+    now = current.version if current is not None else None
+    if now != on:
+        tx.rebased = rebase(tx, current)
+        tx.warnings.append(tx.rebased)
+        log.info("cache '%s', run %s: %s", tx.cache.name, tx.run.run_id, tx.rebased)
+    return now

@@ -3,21 +3,17 @@ from __future__ import annotations
 
 import os
 import re
-from dataclasses import dataclass
 from pathlib import Path
 
+from .. import settings
 from ..storage import fsops
-from ..errors import CorruptCacheError, InvalidCacheNameError, InvalidRequestError
+from ..errors import InvalidCacheNameError, InvalidRequestError
 
-ENV_ROOT = "SEEDREUSE_CACHE_ROOT"
-ENV_URL = "SEEDREUSE_CACHE_URL"      # s3://bucket/prefix: the object store serves the caches (bucket/)
 _DEFAULT_ROOT: list = [None]          # the host's default folder (set_default_root), after env
 NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$"
 FILE_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$"
 _NAME_RE = re.compile(NAME_PATTERN)
 _FILE_RE = re.compile(FILE_PATTERN)
-# Names of the sibling entries of a cache; cache names cannot contain '.', so never collide.
-SUFFIXES = (".tmp", ".old", ".lock")
 
 
 URL_SCHEMES = ("s3://",)
@@ -34,26 +30,13 @@ def set_default_root(folder) -> None:
     _DEFAULT_ROOT[0] = str(folder) if folder else None
 
 
-def cache_url() -> str | None:
-    """``SEEDREUSE_CACHE_URL`` when set: an ``s3://`` URL (bucket/location.py checks the rest).
-    Any other value is refused here (InvalidRequestError), never taken for a folder: a mistyped
-    scheme (``S3://``, ``gs://``) would otherwise become a relative folder in the working directory."""
-    raw = (os.environ.get(ENV_URL) or "").strip()
-    if raw and not is_url(raw):
-        raise InvalidRequestError(f"{ENV_URL}={raw!r} is not an object-store location",
-                                  expected="s3://<bucket>/<prefix>", actual=repr(raw),
-                                  fix=f"set {ENV_URL}=s3://<bucket>/<prefix>, or unset it to keep the caches "
-                                      f"in the folder {ENV_ROOT}")
-    return raw or None
-
-
 def resolve_root(explicit: str | None = None, default: str | None = None) -> Path:
     """explicit > env ``SEEDREUSE_CACHE_ROOT`` > default > the host's default; created when missing."""
-    raw = explicit or os.environ.get(ENV_ROOT) or default or _DEFAULT_ROOT[0]
+    raw = explicit or settings.cache_root() or default or _DEFAULT_ROOT[0]
     if not raw:
         raise InvalidRequestError(
-            "no cache root configured", expected=f"a directory path (argument or ${ENV_ROOT})",
-            actual="nothing", fix=f"set {ENV_ROOT}=/shared/seedreuse or pass a root explicitly")
+            "no cache root configured", expected=f"a directory path (argument or ${settings.CACHE_ROOT})",
+            actual="nothing", fix=f"set {settings.CACHE_ROOT}=/shared/seedreuse or pass a root explicitly")
     root = Path(os.path.abspath(os.path.expanduser(str(raw))))
     if not root.is_dir():
         if root.exists():
@@ -94,26 +77,3 @@ def validate_file_name(name) -> str:
         raise InvalidCacheNameError(f"invalid file name: {name!r}", expected="no '..'",
                                     actual=repr(name), fix="use a plain file name")
     return name
-
-
-def manifest_file_name(name) -> str:
-    """Like validate_file_name, but raises CorruptCacheError (the name came from disk)."""
-    try:
-        return validate_file_name(name)
-    except InvalidCacheNameError as e:
-        raise CorruptCacheError(f"manifest names an unsafe file: {name!r}", expected=e.expected,
-                                actual=e.actual, fix="delete this cache (clear) and rerun") from None
-
-
-@dataclass(frozen=True)
-class CachePaths:
-    current: Path
-    tmp: Path
-    old: Path
-    lock: Path
-
-
-def cache_paths(root, name) -> CachePaths:
-    validate_cache_name(name)
-    root = Path(root)
-    return CachePaths(root / name, root / f"{name}.tmp", root / f"{name}.old", root / f"{name}.lock")

@@ -7,7 +7,7 @@ import uuid
 from dataclasses import dataclass, field
 
 from ..errors import TransactionError
-from .lock import hostname
+from .owner import hostname
 
 
 @dataclass

@@ -6,13 +6,12 @@ temporary name, fsyncs it and renames it into place, and a name is unlinked befo
 staged again, so a hard link carried from the committed version is never written through.
 
 A staging directory is used by exactly one run and is named by a fresh random id: no other
-run ever writes into it (fencing, 1 in transaction.py). ``identity`` is its (device, inode),
+run ever writes into it (Invariant 4, transaction.py). ``identity`` is its (device, inode),
 compared by ``in_place()``: a recovery that moved it away makes every later write fail.
 """
 from __future__ import annotations
 
 import contextlib
-import errno
 import hashlib
 import json
 import os
@@ -24,7 +23,7 @@ from pathlib import Path
 from ..errors import TransactionError
 from ..storage import fsops, serialize
 from . import manifest as mf
-from .reader import sha256_fd
+from .file_checks import sha256_fd
 
 
 class StagingDir:
@@ -137,9 +136,5 @@ class StagingDir:
         self.remove_parent()
 
     def remove_parent(self) -> None:
-        """``<name>.tmp`` goes when empty (other runs' staging and leases keep it; run_lease.py)."""
-        try:
-            fsops.rmdir(self.parent)
-        except OSError as e:
-            if e.errno not in (errno.ENOENT, errno.ENOTEMPTY, errno.EEXIST, errno.EBUSY):
-                raise
+        """The staging's parent goes when empty (other runs' staging and leases keep it)."""
+        fsops.rmdir_if_empty(self.parent)

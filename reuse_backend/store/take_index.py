@@ -17,11 +17,13 @@ file is listed; take numbers unique and positive); what the segments mean is med
 """
 from __future__ import annotations
 
+from .. import settings
+
 SECTION = "takes"
 SCHEMA = 1
 TAIL_BOUNDARY = "tail_boundary.safetensors"
 RESULT = "result.mp4"
-MAX_TAKES = 32
+MAX_TAKES = settings.MAX_KEEP_TAKES     # the bound of the index and of SEEDREUSE_KEEP_TAKES
 RECORD_KEYS = frozenset({"take", "result", "boundaries", "segments"})
 
 

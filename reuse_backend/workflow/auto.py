@@ -22,19 +22,18 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 
+from .. import settings
 from ..errors import InvalidRequestError
 from . import api_format, instrument
 from . import node_types as nt
 
-ENV = "SEEDREUSE_AUTO"
+ENV = settings.AUTO
 SWITCH = "seedreuse_auto"          # extra_data key of the per-request switch
 REPORT = "seedreuse_auto_report"   # extra_data key the server writes (it lands in the history)
 MESSAGE = "seedreuse.auto_report"  # websocket message to the client that queued the prompt
 NAME_PREFIX = "auto-"
 PLACEHOLDER = "auto-pending"       # the Session's name until the keys are known
-_ON, _OFF = ("1", "true", "yes", "on"), ("", "0", "false", "no", "off")
 ACCEPTED = "true or false (JSON booleans), or leave it out to follow the server setting"
 
 
@@ -47,16 +46,10 @@ class AutoNotApplied(Exception):
         self.quiet = quiet
 
 
-def setting_from_env(environ=None) -> bool:
-    """``SEEDREUSE_AUTO``: on for 1/true/yes/on; an unknown value is an InvalidRequestError
-    (the startup log names it, and the setting stays off)."""
-    raw = (environ if environ is not None else os.environ).get(ENV, "").strip().lower()
-    if raw in _ON:
-        return True
-    if raw in _OFF:
-        return False
-    raise InvalidRequestError(f"{ENV}={raw!r} is not a switch", expected="1 or 0 (true/false, yes/no, on/off)",
-                              actual=repr(raw), fix=f"set {ENV}=1 to make every queued prompt reusable, or unset it")
+def setting_from_env() -> bool:
+    """``SEEDREUSE_AUTO`` (settings.py): on for 1/true/yes/on; an unknown value is an
+    InvalidRequestError (the startup log names it, and the setting stays off)."""
+    return settings.auto()
 
 
 def switch_of(extra_data) -> bool | None:

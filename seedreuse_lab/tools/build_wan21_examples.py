@@ -32,7 +32,7 @@ HERE = Path(__file__).resolve().parent
 OUT = HERE.parents[1] / "example_workflows"
 FRONTEND_VERSION = "1.32.9"
 COMFY_VERSION = "0.3.75"
-PACK_CNR_ID = "comfyui-seedreuse"
+PACK_CNR_ID = example_files.PACK_CNR_ID
 PACK_VERSION = "0.1.0"
 
 # Schemas of nodes that are standard in ComfyUI 0.3.75 but absent from a host without torchaudio.

@@ -26,6 +26,8 @@ import re
 from pathlib import Path
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "example_workflows"
+# the pack's Comfy Registry id (pyproject.toml ``name``): the ``cnr_id`` of its nodes in a UI workflow
+PACK_CNR_ID = "seedreuse"
 PAIRING_KEY = "seedreuse_example"
 MAX_TITLE_CHARS = 56
 _ID = re.compile(r"^[a-z0-9]+(?:_[a-z0-9]+)+$")

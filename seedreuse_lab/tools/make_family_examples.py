@@ -166,7 +166,7 @@ def example_graphs() -> dict[str, tuple[dict, str]]:
 
 FRONTEND_VERSION = "1.32.9"
 COMFY_VERSION = "0.3.75"
-PACK_CNR_ID = "comfyui-seedreuse"
+PACK_CNR_ID = example_files.PACK_CNR_ID
 PACK_VERSION = "0.1.0"
 _HF = "https://huggingface.co"
 _W21 = f"{_HF}/Comfy-Org/Wan_2.1_ComfyUI_repackaged/resolve/main/split_files"

@@ -17,7 +17,9 @@ import time
 from tests.backend.storehelp import snapshot_marker, write_version
 
 from reuse_backend.errors import CacheBusyError, CorruptCacheError
-from reuse_backend.store import Cache, evict, usage
+from reuse_backend.folder.cache import FolderCache
+from reuse_backend.folder import evict
+from reuse_backend.folder import usage
 
 
 def _present(cache) -> bool:
@@ -36,7 +38,7 @@ def main(root, seed, iterations, names):
         lru = evict.survey(root)
         if not write and lru and rng.random() < 0.7:
             name = lru[0].name          # the next one the budget evicts: the case that matters
-        cache = Cache(root, name)
+        cache = FolderCache(root, name)
         try:
             if write:
                 write_version(cache, seed * 1000 + i, run_id=f"w{seed}-{i}")

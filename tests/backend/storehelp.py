@@ -17,7 +17,8 @@ from pathlib import Path
 import torch
 
 from reuse_backend.storage import fsops
-from reuse_backend.store import Cache, RunInfo
+from reuse_backend.folder.cache import FolderCache
+from reuse_backend.store.run_info import RunInfo
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 
@@ -72,7 +73,7 @@ def stage_version(tx, marker: int) -> None:
     tx.set_section("segments", {"count": len(BOUNDARIES) + 1, "marker": marker})
 
 
-def write_version(cache: Cache, marker: int, *, run_id: str | None = None) -> str:
+def write_version(cache: FolderCache, marker: int, *, run_id: str | None = None) -> str:
     """begin -> stage 2 slots + 3 boundaries + result file -> commit (discard on failure)."""
     tx = cache.begin(RunInfo(run_id=run_id or f"run-{marker}", extra={"marker": marker}))
     try:
@@ -102,7 +103,7 @@ def snapshot_marker(snap) -> int:
     return marker
 
 
-def cache_marker(cache: Cache) -> int | None:
+def cache_marker(cache: FolderCache) -> int | None:
     snap = cache.snapshot()
     if snap is None:
         return None
@@ -110,7 +111,7 @@ def cache_marker(cache: Cache) -> int | None:
         return snapshot_marker(snap)
 
 
-def cache_state(cache: Cache) -> tuple[int | None, dict | None]:
+def cache_state(cache: FolderCache) -> tuple[int | None, dict | None]:
     """(marker, manifest) of the committed version, after checking all of its content."""
     snap = cache.snapshot()
     if snap is None:
@@ -132,7 +133,7 @@ def entries(root) -> list[str]:
     """The root's entries; the ``.readers`` folder is left out when it is empty (it is kept
     between snapshots) or holds only this process's unused leases (removed LINGER_S after their
     last snapshot: readers.py); the reader tests look at it directly."""
-    from reuse_backend.store import readers
+    from reuse_backend.folder import readers
 
     def kept(e):
         p = os.path.join(root, e)
@@ -176,5 +177,5 @@ def copy_root(src, dst, **kw):
     """shutil.copytree of a cache root (symlinks as symlinks) without its reader leases: they
     name the process that read the source (this one), so in a copy they would be leases this
     process does not hold (stale for check)."""
-    from reuse_backend.store import readers
+    from reuse_backend.folder import readers
     return shutil.copytree(src, dst, symlinks=True, ignore=shutil.ignore_patterns(readers.READERS_DIR), **kw)

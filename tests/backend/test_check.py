@@ -7,18 +7,19 @@ import time
 import pytest
 from tests.backend.storehelp import cache_marker, entries, write_version
 
+from reuse_backend.store import file_checks
 from reuse_backend.store import manifest as mf
-from reuse_backend.store.check import check
+from reuse_backend.folder.check import check
 from reuse_backend.errors import CorruptCacheError
-from reuse_backend.store.lock import pid_namespace
-from reuse_backend.store import Cache
+from reuse_backend.store.owner import pid_namespace
+from reuse_backend.folder.cache import FolderCache
 
 SLOT = "slot_text.safetensors"
 
 
 @pytest.fixture
 def cache(tmp_path):
-    c = Cache(tmp_path, "a")
+    c = FolderCache(tmp_path, "a")
     write_version(c, 1)
     return c
 
@@ -213,11 +214,11 @@ def test_missing_file(cache):
     _refused_on_snapshot(cache, "boundary_00001.safetensors is missing", "missing_file")
 
 
-def test_over_budget(cache):
-    small = Cache(cache.root, "a", max_total_bytes=100)
-    with pytest.raises(CorruptCacheError, match="budget"):
-        small.snapshot()
-    assert "over_budget" in {p.code for p in check(cache.root, "a", max_total_bytes=100)}
+def test_a_version_over_the_load_bound_is_refused(cache, monkeypatch):
+    monkeypatch.setattr(file_checks, "MAX_VERSION_BYTES", 100)
+    with pytest.raises(CorruptCacheError, match="load bound"):
+        FolderCache(cache.root, "a").snapshot()
+    assert "too_large" in {p.code for p in check(cache.root, "a")}
 
 
 def test_extra_file_reported(cache):

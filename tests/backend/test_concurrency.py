@@ -12,8 +12,9 @@ import traceback
 from tests.backend.storehelp import OpHook, cache_marker, entries, snapshot_marker, write_version
 
 from reuse_backend.errors import CacheBusyError
-from reuse_backend.store.lock import pid_namespace
-from reuse_backend.store import Cache, RunInfo
+from reuse_backend.store.owner import pid_namespace
+from reuse_backend.folder.cache import FolderCache
+from reuse_backend.store.run_info import RunInfo
 
 CTX = multiprocessing.get_context("fork")
 N_WRITERS, ROUNDS = 8, 3
@@ -23,7 +24,7 @@ def _racer(root, idx, barrier, inside, peak, guard, results):
     """Begin, stage, commit, all writers at once; ``inside`` counts the processes publishing
     (inside a commit's critical section) at the same moment."""
     from reuse_backend.storage import fsops
-    cache = Cache(root, "a")
+    cache = FolderCache(root, "a")
 
     def watch(op, path):
         if op == "rename" and os.path.basename(os.path.dirname(str(path))) == "a.tmp" \
@@ -70,7 +71,7 @@ def test_racing_writers_all_commit_one_at_a_time(tmp_path):
         assert p.exitcode == 0
     assert [r for r in rows if r[0] != "won"] == []
     assert peak.value == 1
-    with Cache(tmp_path, "a").snapshot() as snap:
+    with FolderCache(tmp_path, "a").snapshot() as snap:
         last = [r for r in rows if r[1] == ROUNDS - 1]
         assert snap.version in {r[4] for r in last}
         assert snap.manifest["sections"]["who"]["run"] == snap.manifest["run"]["run_id"]
@@ -80,7 +81,7 @@ def test_racing_writers_all_commit_one_at_a_time(tmp_path):
 def _breaker(root, barrier, results):
     barrier.wait(timeout=60)
     try:
-        tx = Cache(root, "a").begin()
+        tx = FolderCache(root, "a").begin()
     except CacheBusyError as e:
         results.put(("busy", e.details.get("owner", {}).get("run_id")))
         return
@@ -91,7 +92,7 @@ def _breaker(root, barrier, results):
 
 def test_racing_breakers_of_a_dead_lock(tmp_path):
     """Every run begins (none is busy); the dead owner's lock is broken by one of them."""
-    write_version(Cache(tmp_path, "a"), 1)
+    write_version(FolderCache(tmp_path, "a"), 1)
     p = subprocess.Popen([sys.executable, "-c", "pass"])
     p.wait()
     (tmp_path / "a.lock").write_text(json.dumps({
@@ -106,11 +107,11 @@ def test_racing_breakers_of_a_dead_lock(tmp_path):
     for q in procs:
         q.join(30)
     assert [r for r in rows if r[0] != "began"] == []
-    broke = [m for r in rows for m in r[1] if "broke stale lock" in m]
+    broke = [m for r in rows for m in r[1] if "broke stale writer lock" in m]
     # one breaker wins the rename (it may not report it: another run can take the free lock
     # first, and the breaker then meets a live lock); the dead lock is gone in any case
     assert len(broke) <= 1 and all("dead" in m for m in broke), rows
-    assert cache_marker(Cache(tmp_path, "a")) == 1 and entries(tmp_path) == ["a"]
+    assert cache_marker(FolderCache(tmp_path, "a")) == 1 and entries(tmp_path) == ["a"]
 
 
 def _widen_commit_window(op, path):
@@ -120,7 +121,7 @@ def _widen_commit_window(op, path):
 
 
 def _committer(root, first, count, done):
-    cache = Cache(root, "a")
+    cache = FolderCache(root, "a")
     try:
         with OpHook(1, _widen_commit_window, persistent=True):
             for m in range(first, first + count):
@@ -130,7 +131,7 @@ def _committer(root, first, count, done):
 
 
 def _reader(root, done, results):
-    cache = Cache(root, "a")
+    cache = FolderCache(root, "a")
     seen, n, from_old, errors = set(), 0, 0, []
     while not done.is_set() or n < 5:
         try:
@@ -147,7 +148,7 @@ def _reader(root, done, results):
 
 
 def test_readers_never_see_a_mix(tmp_path):
-    write_version(Cache(tmp_path, "a"), 1)
+    write_version(FolderCache(tmp_path, "a"), 1)
     done, results = CTX.Event(), CTX.Queue()
     readers = [CTX.Process(target=_reader, args=(tmp_path, done, results)) for _ in range(2)]
     for r in readers:
@@ -171,7 +172,7 @@ def test_readers_never_see_a_mix(tmp_path):
     from_old = sum(st[3] for st in stats)
     assert errors == [], errors[:3]
     assert total >= 20 and len(versions) >= 3
-    assert cache_marker(Cache(tmp_path, "a")) == commits + 1
+    assert cache_marker(FolderCache(tmp_path, "a")) == commits + 1
     print(f"\nreaders: {total} consistent snapshots of {len(versions)} distinct versions "
           f"during {commits} commits ({from_old} read from .old in the commit window), 0 mixed")
     assert entries(tmp_path) == ["a"] and not os.path.exists(tmp_path / "a.old")

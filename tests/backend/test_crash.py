@@ -22,8 +22,8 @@ import pytest
 from tests.backend.storehelp import (REPO_ROOT, OpHook, cache_state, copy_root, entries, normalized, write_version,
                                      writer_proc)
 
-from reuse_backend.store.check import check
-from reuse_backend.store import Cache
+from reuse_backend.folder.check import check
+from reuse_backend.folder.cache import FolderCache
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 CTX = multiprocessing.get_context("fork")
@@ -35,17 +35,17 @@ def _kill_self(op, path):
 
 def _writer(root, marker, k):
     with OpHook(k, _kill_self):
-        write_version(Cache(root, "a"), marker)
+        write_version(FolderCache(root, "a"), marker)
 
 
 def _count(root, marker, q):
     with OpHook() as hook:
-        write_version(Cache(root, "a"), marker)
+        write_version(FolderCache(root, "a"), marker)
     q.put(hook.count)
 
 
 def _recover(root, how):
-    cache = Cache(root, "a")
+    cache = FolderCache(root, "a")
     if how == "recover":
         cache.recover()
     else:
@@ -88,13 +88,13 @@ def test_sigkill_at_every_fs_operation(tmp_path, with_base):
     if with_base:
         template = tmp_path / "template"
         template.mkdir()
-        write_version(Cache(template, "a"), 1)
+        write_version(FolderCache(template, "a"), 1)
         prev = 1
     new = 2
     K = _dry_run_count(tmp_path, template, new)
     assert K >= 40
-    prev_manifest = cache_state(Cache(template, "a"))[1] if template is not None else None
-    new_manifest = normalized(cache_state(Cache(tmp_path / "dry", "a"))[1])
+    prev_manifest = cache_state(FolderCache(template, "a"))[1] if template is not None else None
+    new_manifest = normalized(cache_state(FolderCache(tmp_path / "dry", "a"))[1])
     outcomes, passed = [], 0
     for k in range(1, K + 2):                    # K + 1: the run completes without a kill
         root = tmp_path / f"k{k}"
@@ -105,7 +105,7 @@ def test_sigkill_at_every_fs_operation(tmp_path, with_base):
         else:
             assert code == 0
         assert _run(_recover, root, "recover" if k % 2 else "begin+discard") == 0, f"point {k}"
-        marker, m = cache_state(Cache(root, "a"))
+        marker, m = cache_state(FolderCache(root, "a"))
         assert marker in (prev, new), f"crash point {k}: cache holds {marker}"
         if marker == prev:                       # exactly the previous version, byte for byte
             assert m == prev_manifest, f"crash point {k}"

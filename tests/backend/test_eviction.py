@@ -23,10 +23,15 @@ import torch
 from tests import tier_gate
 from tests.backend.storehelp import (REPO_ROOT, OpHook, cache_marker, continue_stopped, copy_root, entries,
                                      snapshot_marker, write_version)
+from reuse_backend import settings
 from reuse_backend.cli import main as cli
 from reuse_backend.errors import InvalidRequestError, StorageFullError
-from reuse_backend.store import Cache, RunInfo, evict, readers, usage
-from reuse_backend.store.check import check, check_root
+from reuse_backend.folder.cache import FolderCache
+from reuse_backend.store.run_info import RunInfo
+from reuse_backend.folder import evict
+from reuse_backend.folder import readers
+from reuse_backend.folder import usage
+from reuse_backend.folder.check import check, check_root
 from reuse_backend.store.owner import hostname, pid_namespace
 
 CTX = multiprocessing.get_context("fork")
@@ -34,13 +39,13 @@ CTX = multiprocessing.get_context("fork")
 
 @pytest.fixture(autouse=True)
 def _no_budget(monkeypatch):
-    monkeypatch.delenv(usage.ENV_MAX_BYTES, raising=False)
+    monkeypatch.delenv(settings.MAX_BYTES, raising=False)
 
 
 def _commit_all(root, names, start_mtime=1000):
     """One version per name, then their last use set to start_mtime, +1000, ... (oldest first)."""
     for i, n in enumerate(names):
-        write_version(Cache(root, n), i + 1)
+        write_version(FolderCache(root, n), i + 1)
     for i, n in enumerate(names):
         os.utime(os.path.join(root, n), (start_mtime + 1000 * i,) * 2)
 
@@ -50,14 +55,14 @@ def _size(root, name):
 
 
 def test_parse_bytes():
-    assert usage.parse_bytes("1048576") == 1 << 20
-    assert usage.parse_bytes("500M") == 500 << 20
-    assert usage.parse_bytes("20G") == 20 << 30
-    assert usage.parse_bytes("1.5k") == 1536
-    assert usage.parse_bytes("2GiB") == 2 << 30
+    assert settings.parse_bytes("1048576") == 1 << 20
+    assert settings.parse_bytes("500M") == 500 << 20
+    assert settings.parse_bytes("20G") == 20 << 30
+    assert settings.parse_bytes("1.5k") == 1536
+    assert settings.parse_bytes("2GiB") == 2 << 30
     for bad in ("", "abc", "0", "-1", "5X", "1e9", True):
         with pytest.raises(InvalidRequestError) as ei:
-            usage.parse_bytes(bad)
+            settings.parse_bytes(bad)
         assert "500M" in ei.value.fix
 
 
@@ -78,9 +83,9 @@ def test_sizes_count_allocated_bytes_and_hard_links_once(tmp_path):
 def test_lru_order_is_by_last_successful_use(tmp_path):
     root = str(tmp_path)
     _commit_all(root, ["a", "b", "c"])                   # last use: a oldest, then b, then c
-    with Cache(root, "b").snapshot() as snap:            # a look that serves no hit is no use
+    with FolderCache(root, "b").snapshot() as snap:            # a look that serves no hit is no use
         snap.validate_file("slot_text.safetensors")
-    with Cache(root, "a").snapshot() as snap:            # a hit: a becomes the most recent
+    with FolderCache(root, "a").snapshot() as snap:            # a hit: a becomes the most recent
         snap.load_slot("text")
     assert usage.last_used(tmp_path / "a") > time.time() - 60
     order = [e.name for e in evict.survey(root)]
@@ -90,22 +95,22 @@ def test_lru_order_is_by_last_successful_use(tmp_path):
     assert rep.evicted == ["b"] and not rep.over_budget
     assert usage.root_size(root) <= budget
     assert entries(root) == ["a", "c"]
-    assert cache_marker(Cache(root, "a")) == 1 and cache_marker(Cache(root, "c")) == 3
+    assert cache_marker(FolderCache(root, "a")) == 1 and cache_marker(FolderCache(root, "c")) == 3
     assert check_root(root, max_bytes=budget) == []
 
 
 def test_budget_holds_after_every_commit(tmp_path, monkeypatch):
     root = str(tmp_path)
-    write_version(Cache(root, "probe"), 0)
+    write_version(FolderCache(root, "probe"), 0)
     one = usage.root_size(root)
-    Cache(root, "probe").clear()
+    FolderCache(root, "probe").clear()
     budget = int(2.5 * one)
-    monkeypatch.setenv(usage.ENV_MAX_BYTES, str(budget))
+    monkeypatch.setenv(settings.MAX_BYTES, str(budget))
     names = [f"c{i}" for i in range(6)]
     for i, n in enumerate(names):
-        write_version(Cache(root, n), i + 1)
+        write_version(FolderCache(root, n), i + 1)
         assert usage.root_size(root) <= budget, f"after commit {i}"
-        assert cache_marker(Cache(root, n)) == i + 1     # the committing cache is never evicted
+        assert cache_marker(FolderCache(root, n)) == i + 1     # the committing cache is never evicted
         time.sleep(0.01)                                 # distinct commit times (LRU by mtime)
     kept = entries(root)
     assert kept == names[-len(kept):] and 1 <= len(kept) <= 2   # the oldest went first
@@ -114,11 +119,11 @@ def test_budget_holds_after_every_commit(tmp_path, monkeypatch):
 
 def test_a_budget_failure_never_fails_the_commit(tmp_path, monkeypatch, caplog):
     root = str(tmp_path)
-    monkeypatch.setenv(usage.ENV_MAX_BYTES, "nonsense")
+    monkeypatch.setenv(settings.MAX_BYTES, "nonsense")
     with caplog.at_level(logging.WARNING, logger="seedreuse"):
-        write_version(Cache(root, "a"), 1)
-    assert cache_marker(Cache(root, "a")) == 1 and "budget enforcement" in caplog.text
-    monkeypatch.setenv(usage.ENV_MAX_BYTES, "1")
+        write_version(FolderCache(root, "a"), 1)
+    assert cache_marker(FolderCache(root, "a")) == 1 and "budget enforcement" in caplog.text
+    monkeypatch.setenv(settings.MAX_BYTES, "1")
 
     def broken(*a, **k):
         raise OSError(errno.EIO, "injected")
@@ -126,12 +131,12 @@ def test_a_budget_failure_never_fails_the_commit(tmp_path, monkeypatch, caplog):
     monkeypatch.setattr(evict, "enforce", broken)
     caplog.clear()
     with caplog.at_level(logging.WARNING, logger="seedreuse"):
-        write_version(Cache(root, "a"), 2)
-    assert cache_marker(Cache(root, "a")) == 2 and "injected" in caplog.text
+        write_version(FolderCache(root, "a"), 2)
+    assert cache_marker(FolderCache(root, "a")) == 2 and "injected" in caplog.text
 
 
 def _hold_child(root, name, conn):
-    lock = Cache(root, name).writer_lock("holder")
+    lock = FolderCache(root, name).writer_lock("holder")
     lock.heartbeat_s = 0.2
     lock.acquire()
     conn.send("held")
@@ -151,7 +156,7 @@ def test_a_cache_with_a_live_writer_is_skipped(tmp_path):
         rep = evict.enforce(root, 1)
         assert [(e.name, e.action) for e in rep.caches] == [("a", "skipped"), ("b", "evicted")]
         assert "being written by run holder" in rep.caches[0].why and rep.over_budget
-        assert cache_marker(Cache(root, "a")) == 1
+        assert cache_marker(FolderCache(root, "a")) == 1
     finally:
         hold.kill()
         hold.join(60)
@@ -160,7 +165,7 @@ def test_a_cache_with_a_live_writer_is_skipped(tmp_path):
 
 
 def _reader_child(root, name, conn):
-    snap = Cache(root, name).snapshot()
+    snap = FolderCache(root, name).snapshot()
     snap.load_slot("text")
     conn.send("open")
     conn.recv()
@@ -200,7 +205,7 @@ def test_a_cache_a_reader_holds_is_skipped_and_a_crashed_reader_does_not_pin_it(
         rep = evict.enforce(root, 1)
         assert [(e.name, e.action) for e in rep.caches] == [("b", "evicted"), ("a", "skipped")]
         assert "read by 1 reader(s)" in rep.caches[1].why
-        assert cache_marker(Cache(root, "a")) == 1
+        assert cache_marker(FolderCache(root, "a")) == 1
         r.close()
         # the closed snapshot's lease lingers (readers.LINGER_S) in case the reader opens the
         # cache again: another process's eviction still keeps the cache meanwhile...
@@ -241,7 +246,7 @@ def test_a_reader_registering_during_the_eviction_puts_the_cache_back(tmp_path):
     """The second look: a lease that appears after the rename out keeps the cache."""
     root = str(tmp_path)
     _commit_all(root, ["a"])
-    cache = Cache(root, "a")
+    cache = FolderCache(root, "a")
     got = {}
 
     def register(op, path):      # just after the rename out (the fsync of .evicting)
@@ -274,7 +279,7 @@ def test_a_lease_whose_close_fails_is_not_kept(tmp_path, monkeypatch):
     monkeypatch.setattr(os, "close", real_close)
     assert lease is None
     assert os.listdir(readers.readers_dir(root)) == []
-    assert cache_marker(Cache(root, "a")) == 1
+    assert cache_marker(FolderCache(root, "a")) == 1
 
 
 def test_a_new_cache_of_the_same_name_right_after_the_rename(tmp_path):
@@ -285,11 +290,11 @@ def test_a_new_cache_of_the_same_name_right_after_the_rename(tmp_path):
     def recreate(op, path):      # the old version is out of the namespace, not yet deleted
         if op == "rmtree" and ".evicting" in path and not done:
             done.append("started")           # the new writer's own recovery reaches here too
-            done.append(write_version(Cache(root, "a"), 7))
+            done.append(write_version(FolderCache(root, "a"), 7))
 
     with OpHook(1, recreate, persistent=True):
         assert evict.evict_cache(root, "a", lease_s=120)[0]
-    assert done and cache_marker(Cache(root, "a")) == 7 and entries(root) == ["a"]
+    assert done and cache_marker(FolderCache(root, "a")) == 7 and entries(root) == ["a"]
     assert check(root, "a") == [] and check_root(root) == []
 
 
@@ -302,7 +307,7 @@ def test_a_reader_that_arrives_while_its_cache_is_out_waits_for_it_to_come_back(
     got = {}
 
     def read():
-        snap = Cache(root, "a").snapshot()
+        snap = FolderCache(root, "a").snapshot()
         got["marker"] = None if snap is None else snapshot_marker(snap)
         if snap is not None:
             snap.close()
@@ -326,9 +331,9 @@ def test_a_reader_that_arrives_while_its_cache_is_out_waits_for_it_to_come_back(
 _UNPRIVILEGED_READER = r"""
 import os, sys, torch
 import reuse_backend.storage.serialize
-from reuse_backend.store import Cache
+from reuse_backend.folder.cache import FolderCache
 os.setgroups([]); os.setgid(65534); os.setuid(65534)
-with Cache(sys.argv[1], "a").snapshot() as snap:
+with FolderCache(sys.argv[1], "a").snapshot() as snap:
     print("ok", snap.load_slot("text")["marker"], flush=True)
 """
 
@@ -362,11 +367,11 @@ def _evict_proc(root, k, q=None):
 
 def _recover_proc(root, how):
     if how == "recover":
-        Cache(root, "a").recover()
+        FolderCache(root, "a").recover()
     elif how == "gc":
         evict.enforce(root, None)
     else:
-        Cache(root, "a").begin().discard()
+        FolderCache(root, "a").begin().discard()
 
 
 def _run(target, *args) -> int:
@@ -399,13 +404,13 @@ def test_sigkill_at_every_fs_operation_of_an_eviction(tmp_path):
         code = _run(_evict_proc, str(root), k)
         assert code == (-signal.SIGKILL if k <= K else 0), f"point {k} ({ops[k - 1] if k <= K else 'end'})"
         # what any reader sees right after the crash, before recovery: all of a, or no a
-        m = cache_marker(Cache(root, "a"))
+        m = cache_marker(FolderCache(root, "a"))
         assert m in (1, None), f"point {k}"
         how = ("recover", "gc", "begin+discard")[k % 3]
         assert _run(_recover_proc, str(root), how) == 0, f"point {k}"
-        m2 = cache_marker(Cache(root, "a"))
+        m2 = cache_marker(FolderCache(root, "a"))
         assert m2 == m, f"point {k}: recovery changed the outcome"
-        assert cache_marker(Cache(root, "b")) == 2, f"point {k}: b was touched"
+        assert cache_marker(FolderCache(root, "b")) == 2, f"point {k}: b was touched"
         assert entries(root) == (["a", "b"] if m == 1 else ["b"]), f"point {k}: {entries(root)}"
         assert check(root, "a") == [] and check(root, "b") == [] and check_root(root) == [], f"point {k}"
         outcomes.append("intact" if m == 1 else "gone")
@@ -451,27 +456,27 @@ def tmpfs(tmp_path):
 
 def test_enospc_evicts_least_recently_used_and_retries_the_write(tmpfs, monkeypatch):
     root = str(tmpfs)
-    monkeypatch.setenv(usage.ENV_MAX_BYTES, "1G")          # far above the disk: ENOSPC comes first
+    monkeypatch.setenv(settings.MAX_BYTES, "1G")          # far above the disk: ENOSPC comes first
     five = 5 << 20
     for i, n in enumerate(["a", "b", "c"]):               # 15 MiB of 20
-        _big_version(Cache(root, n), i + 1, five)
+        _big_version(FolderCache(root, n), i + 1, five)
         os.utime(tmpfs / n, (1000 * (i + 1),) * 2)
     # d needs 6 MiB: its slot write hits ENOSPC, a (least recently used) goes, the write is retried
-    _big_version(Cache(root, "d"), 4, 6 << 20)
-    assert entries(root) == ["b", "c", "d"] and _big_marker(Cache(root, "d")) == 4
-    assert [_big_marker(Cache(root, n)) for n in ("b", "c")] == [2, 3]
+    _big_version(FolderCache(root, "d"), 4, 6 << 20)
+    assert entries(root) == ["b", "c", "d"] and _big_marker(FolderCache(root, "d")) == 4
+    assert [_big_marker(FolderCache(root, n)) for n in ("b", "c")] == [2, 3]
     # nothing evictable: b and c are being read, d is the cache being written
-    snaps = [Cache(root, n).snapshot() for n in ("b", "c")]
+    snaps = [FolderCache(root, n).snapshot() for n in ("b", "c")]
     try:
         with pytest.raises(StorageFullError) as ei:
-            _big_version(Cache(root, "d"), 5, 12 << 20)
+            _big_version(FolderCache(root, "d"), 5, 12 << 20)
     finally:
         for s in snaps:
             s.close()
     e = ei.value
     assert root in e.message and "the root holds" in str(e.actual) and "budget 1073741824" in str(e.actual)
     assert "SEEDREUSE_MAX_BYTES" in e.fix and e.details["budget"] == 1 << 30
-    assert entries(root) == ["b", "c", "d"] and _big_marker(Cache(root, "d")) == 4
+    assert entries(root) == ["b", "c", "d"] and _big_marker(FolderCache(root, "d")) == 4
     assert check_root(root) == [] and all(check(root, n) == [] for n in ("b", "c", "d"))
 
 
@@ -484,16 +489,16 @@ def test_enospc_without_a_budget_evicts_nothing_and_says_how_to_set_one(tmp_path
             raise OSError(errno.ENOSPC, "No space left on device", path)
 
     with OpHook(1, full, persistent=True), pytest.raises(StorageFullError) as ei:
-        write_version(Cache(root, "b"), 2)
+        write_version(FolderCache(root, "b"), 2)
     assert "no budget" in str(ei.value.actual) and "set SEEDREUSE_MAX_BYTES" in ei.value.fix
-    assert cache_marker(Cache(root, "a")) == 1
+    assert cache_marker(FolderCache(root, "a")) == 1
 
 
 def test_fake_enospc_once_is_retried_after_an_eviction(tmp_path, monkeypatch):
     """The same path through the fsops hook (any machine): one ENOSPC, a goes, the write is retried."""
     root = str(tmp_path)
     _commit_all(root, ["a"])
-    monkeypatch.setenv(usage.ENV_MAX_BYTES, "1G")
+    monkeypatch.setenv(settings.MAX_BYTES, "1G")
     monkeypatch.setattr(usage, "disk_free", lambda r: (0, 1) if os.path.isdir(os.path.join(r, "a")) else (1 << 30, 1 << 31))
     fired = []
 
@@ -503,8 +508,8 @@ def test_fake_enospc_once_is_retried_after_an_eviction(tmp_path, monkeypatch):
             raise OSError(errno.ENOSPC, "No space left on device", path)
 
     with OpHook(1, full_once, persistent=True):
-        write_version(Cache(root, "b"), 2)
-    assert fired and entries(root) == ["b"] and cache_marker(Cache(root, "b")) == 2
+        write_version(FolderCache(root, "b"), 2)
+    assert fired and entries(root) == ["b"] and cache_marker(FolderCache(root, "b")) == 2
 
 
 # ------------------------------------------------------------------ check and CLI
@@ -546,7 +551,7 @@ def test_cli_list_gc_dry_run_and_gc(tmp_path, capsys):
     assert cli(["--root", root, "gc", "--max-bytes", str(budget), "--json"]) == 0
     rep = json.loads(capsys.readouterr().out)
     assert rep["evicted"] == ["a"] and rep["bytes_after"] <= budget and entries(root) == ["b", "c"]
-    with Cache(root, "b").snapshot():                     # in use: gc cannot reach the budget
+    with FolderCache(root, "b").snapshot():                     # in use: gc cannot reach the budget
         assert cli(["--root", root, "gc", "--max-bytes", "1"]) == 1
     assert "kept (in use)" in capsys.readouterr().out and entries(root) == ["b"]
     assert cli(["--root", root, "gc", "--max-bytes", "lots"]) == 2
@@ -561,26 +566,26 @@ def test_back_to_back_snapshots_register_once_and_the_lease_goes_after_its_linge
     root = str(tmp_path)
     _commit_all(root, ["a", "b"])
     d = tmp_path / ".readers"
-    s1 = Cache(root, "a").snapshot()
+    s1 = FolderCache(root, "a").snapshot()
     first = os.listdir(d)
-    s2 = Cache(root, "a").snapshot()
+    s2 = FolderCache(root, "a").snapshot()
     assert os.listdir(d) == first and len(first) == 1              # open together: one lease
     s1.close()
     assert os.listdir(d) == first and readers.live_readers(root, "a")   # s2 still holds it
     s2.close()
     assert os.listdir(d) == first                                   # lingering, unused
     assert readers.live_readers(root, "a") == []                    # not a reader for this process
-    with Cache(root, "a").snapshot():
+    with FolderCache(root, "a").snapshot():
         assert os.listdir(d) == first                               # right after: reused
     os.unlink(d / first[0])                                         # removed by someone else
-    with Cache(root, "a").snapshot():
+    with FolderCache(root, "a").snapshot():
         again = os.listdir(d)
         assert len(again) == 1 and again != first                   # a new lease, registered
     deadline = time.monotonic() + readers.LINGER_S + 10
     while os.listdir(d) and time.monotonic() < deadline:
         time.sleep(0.05)
     assert os.listdir(d) == []                                      # gone after the linger
-    with Cache(root, "b").snapshot():
+    with FolderCache(root, "b").snapshot():
         pass
     rep = evict.enforce(root, 1)                                    # b's unused lease: no wait
     assert sorted(rep.evicted) == ["a", "b"] and entries(root) == []
@@ -593,13 +598,13 @@ def test_a_reader_of_a_cache_removed_while_it_opens_it_says_so(tmp_path):
     from reuse_backend.errors import NoCommittedCacheError
     from reuse_backend.keys.key import ReuseKey
     from reuse_backend.keys.slots import decide_slot
-    write_version(Cache(tmp_path, "d"), 1)
+    write_version(FolderCache(tmp_path, "d"), 1)
     proc = subprocess.Popen([sys.executable, "-m", "tests.backend.writer_proc", "evict-pause", str(tmp_path), "d"],
                             cwd=REPO_ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         line = proc.stdout.readline().strip()
         assert line == "paused evict", (line, proc.stderr.read() if proc.poll() is not None else "")
-        cache = Cache(tmp_path, "d")
+        cache = FolderCache(tmp_path, "d")
         assert cache.snapshot() is None          # the eviction holds on (bounded wait), never puts it back
         assert cache.gone and "removed" in cache.gone
         key = ReuseKey.build("slot", {"text": "a"})
@@ -616,7 +621,7 @@ def test_a_reader_of_a_cache_removed_while_it_opens_it_says_so(tmp_path):
             os.kill(proc.pid, signal.SIGCONT)
             proc.kill()
             proc.wait()
-    cache = Cache(tmp_path, "d")
+    cache = FolderCache(tmp_path, "d")
     assert cache.snapshot() is None and cache.gone is None    # plainly empty now: nothing was being removed
 
 
@@ -626,7 +631,7 @@ def test_delete_answers_at_once_while_a_reader_holds_a_snapshot(tmp_path):
     closes right after the first refusal (at that attempt's lock release): the delete must
     already have answered with that refusal, not retried into the closed reader's linger."""
     from reuse_backend.storage import fsops
-    cache = Cache(tmp_path, "a")
+    cache = FolderCache(tmp_path, "a")
     write_version(cache, 1)
     snap = cache.snapshot()
     closed = []
@@ -649,7 +654,7 @@ def test_delete_answers_at_once_while_a_reader_holds_a_snapshot(tmp_path):
 def test_a_lingering_lease_of_another_process_is_told_from_an_open_reader(tmp_path):
     """Another process's lease says whether a snapshot uses it now (open: refused at once) or it
     only lingers after its last close (the delete waits for it)."""
-    write_version(Cache(tmp_path, "a"), 1)
+    write_version(FolderCache(tmp_path, "a"), 1)
     proc = subprocess.Popen([sys.executable, "-m", "tests.backend.writer_proc", "read-pause", str(tmp_path), "a"],
                             cwd=REPO_ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
@@ -668,4 +673,4 @@ def test_a_lingering_lease_of_another_process_is_told_from_an_open_reader(tmp_pa
         if proc.poll() is None:
             continue_stopped(proc.pid)
             proc.wait(timeout=60)
-    assert cache_marker(Cache(tmp_path, "a")) == 1
+    assert cache_marker(FolderCache(tmp_path, "a")) == 1

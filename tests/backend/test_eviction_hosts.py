@@ -19,8 +19,12 @@ import sys
 import pytest
 
 from tests.backend.storehelp import REPO_ROOT, cache_marker, write_version
-from reuse_backend.store import Cache, evict, list_caches, usage
-from reuse_backend.store.check import check, check_root
+from reuse_backend import settings
+from reuse_backend.folder.cache import FolderCache
+from reuse_backend.folder import evict
+from reuse_backend.folder.layout import list_caches
+from reuse_backend.folder import usage
+from reuse_backend.folder.check import check, check_root
 
 pytestmark = pytest.mark.exhaustive      # two interpreters x 60 requests: the full suite, not the fast lane
 NAMES = [f"c{i}" for i in range(8)]
@@ -59,10 +63,10 @@ def host_roots(tmp_path):
 def test_two_hosts_under_a_budget(tmp_path, host_roots, monkeypatch):
     shared, roots_, hosts = host_roots
     probe = tmp_path / "probe"
-    write_version(Cache(probe, "p"), 1)
+    write_version(FolderCache(probe, "p"), 1)
     version = usage.tree_size(probe / "p")            # one version's allocated bytes
     budget = 3 * version + usage.root_size(probe) - version
-    env = {**os.environ, "PYTHONPATH": str(REPO_ROOT), usage.ENV_MAX_BYTES: str(budget)}
+    env = {**os.environ, "PYTHONPATH": str(REPO_ROOT), settings.MAX_BYTES: str(budget)}
     procs = []
     for seed, (root, host) in enumerate(zip(roots_, ("hostA", "hostB")), start=1):
         cmd = [sys.executable, "-m", "tests.backend.budget_worker", str(root), str(seed),
@@ -86,12 +90,12 @@ def test_two_hosts_under_a_budget(tmp_path, host_roots, monkeypatch):
     written = sum(r["writes"] for r in results)
     kept = list_caches(shared)
     assert written > len(NAMES) and len(kept) < len(NAMES)   # evictions really happened
-    monkeypatch.setenv(usage.ENV_MAX_BYTES, str(budget))
+    monkeypatch.setenv(settings.MAX_BYTES, str(budget))
     rep = evict.enforce(shared, budget)
     assert not rep.over_budget and usage.root_size(shared) <= budget, rep.to_dict()
     for n in list_caches(shared):
         assert check(shared, n) == [], n
-        assert cache_marker(Cache(shared, n)) is not None
+        assert cache_marker(FolderCache(shared, n)) is not None
     assert check_root(shared) == []
     print(f"\ntwo {'simulated hosts' if hosts else 'processes'}: {written} commits, "
           f"{sum(r['reads'] for r in results)} verified reads, {sum(r['busy'] for r in results)} busy, "

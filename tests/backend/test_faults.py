@@ -21,9 +21,9 @@ from tests.backend.storehelp import (
     write_version,
 )
 
-from reuse_backend.store.check import check
+from reuse_backend.folder.check import check
 from reuse_backend.errors import ReuseError
-from reuse_backend.store import Cache
+from reuse_backend.folder.cache import FolderCache
 
 ERRNOS = {"ENOSPC": errno.ENOSPC, "EIO": errno.EIO, "ESTALE": errno.ESTALE}
 
@@ -34,13 +34,13 @@ ERRNOS = {"ENOSPC": errno.ENOSPC, "EIO": errno.EIO, "ESTALE": errno.ESTALE}
 def test_fault_at_every_fs_operation(tmp_path, err, persistent):
     template = tmp_path / "template"
     template.mkdir()
-    write_version(Cache(template, "a"), 1)
-    prev_manifest = cache_state(Cache(template, "a"))[1]
+    write_version(FolderCache(template, "a"), 1)
+    prev_manifest = cache_state(FolderCache(template, "a"))[1]
     clean = tmp_path / "clean"
     clean.mkdir()
     copy_root(template, clean, dirs_exist_ok=True)
-    write_version(Cache(clean, "a"), 2)
-    new_manifest = normalized(cache_state(Cache(clean, "a"))[1])
+    write_version(FolderCache(clean, "a"), 2)
+    new_manifest = normalized(cache_state(FolderCache(clean, "a"))[1])
     code = ERRNOS[err]
 
     def fail(op, path):
@@ -51,7 +51,7 @@ def test_fault_at_every_fs_operation(tmp_path, err, persistent):
         k += 1
         root = tmp_path / f"k{k}"
         copy_root(template, root)
-        cache = Cache(root, "a")
+        cache = FolderCache(root, "a")
         ok = False
         with OpHook(k, fail, persistent) as hook:
             try:
@@ -78,7 +78,7 @@ def test_fault_at_every_fs_operation(tmp_path, err, persistent):
 
 
 def test_commit_failure_between_renames_restores_previous(tmp_path):
-    cache = Cache(tmp_path, "a")
+    cache = FolderCache(tmp_path, "a")
     write_version(cache, 1)
 
     def fail_second_rename(op, path):
@@ -98,7 +98,7 @@ def test_enospc_is_a_typed_error_naming_the_root_and_the_fix(tmp_path):
     from reuse_backend.errors import StorageFullError
     from tests.backend.storehelp import slot_value
 
-    cache = Cache(tmp_path, "a")
+    cache = FolderCache(tmp_path, "a")
     write_version(cache, 1)
 
     def full(op, path):
@@ -119,3 +119,63 @@ def test_enospc_is_a_typed_error_naming_the_root_and_the_fix(tmp_path):
     assert "bytes free" in str(e.actual) and "SEEDREUSE_CACHE_ROOT" in e.fix
     assert e.to_dict()["code"] == "storage_full" and e.details["root"] == str(tmp_path)
     assert cache_marker(cache) == 1
+
+
+@pytest.mark.parametrize("what", ["claim", "run lease", "writer lock"])
+def test_a_full_disk_while_a_lease_is_taken_is_storage_full_and_leaves_nothing(tmp_path, what):
+    """ENOSPC while the lease file of a claim, a run's run lease or the writer lock (a commit, a
+    recovery) is created is the documented StorageFullError (the root, the fix), not a raw OSError,
+    and nothing is left behind: no temp file, no empty ``<name>.tmp`` for check() to report, the
+    last good version as it was. A disk freed afterwards: everything works again."""
+    from reuse_backend.errors import StorageFullError
+
+    cache = FolderCache(tmp_path, "a")
+    write_version(cache, 1)
+
+    def full(op, path):
+        if op in ("open_exclusive", "write", "fsync_file", "mkdir"):
+            raise OSError(errno.ENOSPC, "No space left on device", path)
+
+    with OpHook(1, full, persistent=True), pytest.raises(StorageFullError) as ei:
+        if what == "claim":
+            cache.claim("text", "d1", "run-claims", wait=0)
+        elif what == "run lease":
+            cache.begin()
+        else:
+            cache.recover("recovering-run")
+    assert str(tmp_path) in ei.value.message and ei.value.fix
+    assert f"take the {what}" in ei.value.message or "single-flight claim" in ei.value.message, ei.value.message
+    assert entries(tmp_path) == ["a"] and check(tmp_path, "a") == []
+    assert cache_marker(cache) == 1
+    got = cache.claim("text", "d1", "run-claims", wait=0)          # room again: it works
+    assert got.held
+    got.release()
+    assert entries(tmp_path) == ["a"]
+
+
+def test_a_run_lease_whose_folder_vanished_and_came_back_is_taken(tmp_path):
+    """Racing runs: one run's release removes the empty ``<name>.tmp`` just as another run creates
+    its run lease in it, and a third makes the folder again before the second one looks. The
+    second run's create failed with ENOENT while the folder is there again: it makes the folder
+    (if needed) and creates again, never a raw FileNotFoundError (seen under load in
+    test_racing_writers_all_commit_one_at_a_time)."""
+    from reuse_backend.storage import fsops
+
+    cache = FolderCache(tmp_path, "a")
+    write_version(cache, 1)
+    failed = []
+
+    def vanished_once(op, path):
+        if op == "open_exclusive" and ".lease.new-" in str(path) and not failed:
+            failed.append(path)
+            os.makedirs(os.path.dirname(path), exist_ok=True)     # made again by a third run
+            raise FileNotFoundError(errno.ENOENT, "No such file or directory", str(path))
+
+    fsops.set_hook(vanished_once)
+    try:
+        tx = cache.begin()
+    finally:
+        fsops.clear_hook()
+    assert failed, "the hook never saw the run lease's create"
+    tx.discard()
+    assert cache_marker(cache) == 1 and check(tmp_path, "a") == []

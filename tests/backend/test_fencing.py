@@ -21,8 +21,10 @@ import pytest
 
 from reuse_backend.errors import CacheBusyError
 from reuse_backend.media import video
-from reuse_backend.store import Cache, RunInfo, run_lease
-from reuse_backend.store.check import check
+from reuse_backend.folder.cache import FolderCache
+from reuse_backend.store.run_info import RunInfo
+from reuse_backend.folder import run_lease
+from reuse_backend.folder.check import check
 from tests.backend.storehelp import (REPO_ROOT, boundary_value, cache_marker, continue_stopped, result_bytes,
                                      slot_value, write_version, writer_proc)
 
@@ -33,11 +35,11 @@ def _sha(path) -> str:
     return hashlib.sha256(open(path, "rb").read()).hexdigest()
 
 
-def _take_over(root, name) -> "Transaction":
+def _take_over(root, name):
     """Begin as a second writer once the paused writer's lease has expired (bounded wait): runs
     begin at once (no writer lock, run_lease.py), and this one's recovery then removes the
     paused run's staging (and breaks its writer lock when it paused inside its commit)."""
-    cache = Cache(root, name, lease_s=LEASE_S, heartbeat_s=0.2)
+    cache = FolderCache(root, name, lease_s=LEASE_S, heartbeat_s=0.2)
     deadline = time.monotonic() + 60
     while not run_lease.dead_entries(cache.paths, LEASE_S):
         assert time.monotonic() < deadline, "the paused writer's lease never expired"
@@ -51,7 +53,7 @@ def _take_over(root, name) -> "Transaction":
     pytest.param("result", marks=pytest.mark.exhaustive), pytest.param("commit-old", marks=pytest.mark.exhaustive),
     pytest.param("commit-publish", marks=pytest.mark.exhaustive)])
 def test_writer_paused_past_its_lease_is_fenced(tmp_path, kind):
-    write_version(Cache(tmp_path, "c"), 1)
+    write_version(FolderCache(tmp_path, "c"), 1)
     env = {**os.environ, "SEEDREUSE_LEASE_S": str(LEASE_S)}
     proc = subprocess.Popen(writer_proc("pause", tmp_path, "c", kind), cwd=REPO_ROOT, env=env,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
@@ -87,7 +89,7 @@ def test_writer_paused_past_its_lease_is_fenced(tmp_path, kind):
             os.kill(proc.pid, signal.SIGCONT)
             proc.kill()
             proc.wait()
-    with Cache(tmp_path, "c").snapshot() as snap:
+    with FolderCache(tmp_path, "c").snapshot() as snap:
         assert snap.manifest["run"]["run_id"] == "new-owner"
         assert snap.load_slot("text")["marker"] == 3
         assert snap.load_boundary(1).equal(boundary_value(3, 1))
@@ -101,7 +103,7 @@ def test_writer_paused_past_its_lease_is_fenced(tmp_path, kind):
 def test_unpaused_writer_still_commits(tmp_path):
     """The control: with the same short lease, a writer that is not paused commits (its heartbeat
     keeps the lease fresh), so the fencing above is caused by the pause alone."""
-    cache = Cache(tmp_path, "c", lease_s=LEASE_S, heartbeat_s=0.2)
+    cache = FolderCache(tmp_path, "c", lease_s=LEASE_S, heartbeat_s=0.2)
     tx = cache.begin(RunInfo(extra={"marker": 5}))
     time.sleep(3 * LEASE_S)                          # three leases long, heartbeating meanwhile
     tx.stage_slot("text", slot_value(5, "text"), key={}, meta={})
@@ -127,7 +129,7 @@ def test_release_paused_at_any_step_never_removes_the_next_owners_lock(tmp_path,
         assert line == f"paused {wanted[0]}", (line, proc.stderr.read() if proc.poll() is not None else "")
         # B takes over: past the stopped writer's lease (its lock still at the path: broken), or at
         # once (the stopped writer moved its own lock aside already)
-        b = Cache(tmp_path, "c", lease_s=LEASE_S, heartbeat_s=0.2).writer_lock("new-owner")
+        b = FolderCache(tmp_path, "c", lease_s=LEASE_S, heartbeat_s=0.2).writer_lock("new-owner")
         deadline = time.monotonic() + 60
         while True:
             try:

@@ -14,11 +14,12 @@ import sys
 
 import pytest
 
+from reuse_backend import settings
 from reuse_backend.errors import UnsupportedFilesystemError
 from reuse_backend.storage import fsops
-from reuse_backend.store import Cache
-from reuse_backend.store import filesystems as fsys
-from reuse_backend.store.probe import probe
+from reuse_backend.folder.cache import FolderCache
+from reuse_backend.folder import filesystems as fsys
+from reuse_backend.folder.probe import probe
 from tests.backend.storehelp import REPO_ROOT, write_version
 
 
@@ -107,17 +108,17 @@ def test_mount_of_finds_the_longest_mount_point(tmp_path):
 
 @pytest.mark.parametrize("fstype,word", [("fuse.sshfs", "sshfs"), ("fuse.juicefs", "JuiceFS")])
 def test_refused_filesystems(tmp_path, monkeypatch, fstype, word):
-    write_version(Cache(tmp_path, "c"), 1)
+    write_version(FolderCache(tmp_path, "c"), 1)
     monkeypatch.setattr(fsys, "mount_of", lambda path: ("/mnt/x", fstype, "server:/vol"))
     fsys.reset_cache()      # the write above remembered the real mount of tmp_path
     with pytest.raises(UnsupportedFilesystemError, match=word) as ei:
-        Cache(tmp_path, "c").begin()
+        FolderCache(tmp_path, "c").begin()
     assert ei.value.details["filesystem"] == fstype and ei.value.fix
     with pytest.raises(UnsupportedFilesystemError):
-        Cache(tmp_path, "c").snapshot()             # readers too: they could be served a stale version
-    monkeypatch.setenv(fsys.ENV_TRUSTED, fstype)   # an operator who probed it with --peer
+        FolderCache(tmp_path, "c").snapshot()             # readers too: they could be served a stale version
+    monkeypatch.setenv(settings.TRUSTED_FILESYSTEM, fstype)   # an operator who probed it with --peer
     fsys.reset_cache()
-    Cache(tmp_path, "c").begin().discard()
+    FolderCache(tmp_path, "c").begin().discard()
 
 
 STRICT = ["/usr/sbin/glusterfs", "--entry-timeout=0", "--attribute-timeout=0", "--negative-timeout=0",
@@ -207,7 +208,7 @@ def test_the_probe_reports_a_refused_filesystem_as_json(tmp_path, monkeypatch):
     """`probe --json` on a refused filesystem: the policy check is a plain string in the report
     (a Refusal carrying its fix failed the report's copy: the GlusterFS stock soak's probe died)."""
     import json
-    from reuse_backend.store import probe
+    from reuse_backend.folder import probe
     monkeypatch.setattr(fsys, "policy_problem", lambda root: fsys.Refusal("options are not set", "set them; then x"))
     rep = probe.probe(tmp_path)
     got = json.loads(json.dumps(rep.to_dict()))

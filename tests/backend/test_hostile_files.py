@@ -16,10 +16,11 @@ import pytest
 import torch
 
 from reuse_backend.errors import CacheBusyError, CorruptCacheError
-from reuse_backend.store import Cache, RunInfo
-from reuse_backend.store import lock as lk
-from reuse_backend.store.check import check
-from tests.backend.storehelp import write_version
+from reuse_backend.folder.cache import FolderCache
+from reuse_backend.store.run_info import RunInfo
+from reuse_backend.folder import lease_files as lk
+from reuse_backend.folder.check import check
+from tests.backend.storehelp import cache_marker, write_version
 
 
 def _within(seconds: float, fn):
@@ -41,39 +42,33 @@ def _within(seconds: float, fn):
     return box.get("value")
 
 
-def test_fifo_lock_is_busy_not_a_hang(tmp_path):
-    write_version(Cache(tmp_path, "c"), 1)
-    os.mkfifo(tmp_path / "c.lock")
-    owner, st = _within(10, lambda: lk.read_lock(tmp_path / "c.lock"))
+@pytest.mark.parametrize("kind", ["fifo", "directory"])
+@pytest.mark.parametrize("age", ["fresh", "past its lease"])
+def test_a_lock_path_that_is_not_a_file_is_refused_at_once_and_left_alone(tmp_path, kind, age):
+    """Something other than a regular file where the writer lock belongs (a FIFO, a folder: nothing
+    SeedReuse writes) is refused at the commit's first look, with the path and the fix, instead of
+    being waited on for the whole commit wait (and a FIFO or folder past its lease is never 'broken':
+    it is not a lease); the last good version stays; check names it; nothing reads from it."""
+    write_version(FolderCache(tmp_path, "c"), 1)
+    lock = tmp_path / "c.lock"
+    os.mkfifo(lock) if kind == "fifo" else os.mkdir(lock)
+    if age != "fresh":
+        old = time.time() - 1000
+        os.utime(lock, (old, old))
+    owner, st = _within(10, lambda: lk.read_lease(lock))
     assert owner is None and st is not None
-    os.environ["SEEDREUSE_COMMIT_WAIT_S"] = "0.2"      # a run begins (no lock); its commit waits, bounded
-    try:
-        tx = _within(10, lambda: Cache(tmp_path, "c").begin())
-        tx.stage_slot("text", {"x": 1}, key={})
-        with pytest.raises(CacheBusyError, match="unreadable lock file"):
-            _within(10, tx.commit)
-        tx.discard()
-    finally:
-        del os.environ["SEEDREUSE_COMMIT_WAIT_S"]
-    problems = _within(10, lambda: check(tmp_path, "c"))
-    assert problems == []        # a live (fresh) unknown lock is not a problem of the cache itself
-    assert _within(10, lambda: lk.lock_status(tmp_path / "c.lock"))["state"] == "live"
-
-
-def test_fifo_lock_past_its_lease_is_broken(tmp_path):
-    write_version(Cache(tmp_path, "c"), 1)
-    os.mkfifo(tmp_path / "c.lock")
-    old = time.time() - 1000
-    os.utime(tmp_path / "c.lock", (old, old))
-    assert [p.code for p in _within(10, lambda: check(tmp_path, "c"))] == ["stale_lock"]
-    tx = _within(10, lambda: Cache(tmp_path, "c").begin(RunInfo(run_id="after-fifo")))
-    assert any("broke stale lock" in r for r in tx.recovered)
+    tx = _within(10, lambda: FolderCache(tmp_path, "c").begin())    # runs begin without the lock
+    tx.stage_slot("text", {"x": 1}, key={})
+    with pytest.raises(CorruptCacheError, match="not a regular file") as ei:
+        _within(10, tx.commit)                                     # the default commit wait is minutes
+    assert str(lock) in ei.value.message and str(lock) in ei.value.fix
     tx.discard()
-    assert not os.path.lexists(tmp_path / "c.lock")
+    assert [p.code for p in _within(10, lambda: check(tmp_path, "c"))] == ["not_a_lock_file"]
+    assert os.path.lexists(lock) and cache_marker(FolderCache(tmp_path, "c")) == 1
 
 
 def test_fifo_in_place_of_a_slot_is_refused(tmp_path):
-    cache = Cache(tmp_path, "c")
+    cache = FolderCache(tmp_path, "c")
     write_version(cache, 1)
     slot = tmp_path / "c" / "slot_text.safetensors"
     os.unlink(slot)
@@ -83,7 +78,7 @@ def test_fifo_in_place_of_a_slot_is_refused(tmp_path):
     assert "not_regular" in [p.code for p in _within(10, lambda: check(tmp_path, "c"))]
 
 
-def _sparse_slot(cache: Cache, claim: int) -> None:
+def _sparse_slot(cache: FolderCache, claim: int) -> None:
     """Rewrite slot 'text' as a sparse file whose header claims one float32 tensor of
     ``claim`` bytes (its data area is a hole), and make the manifest agree with its size."""
     d = cache.paths.current
@@ -110,7 +105,7 @@ def _sparse_slot(cache: Cache, claim: int) -> None:
 
 @pytest.mark.exhaustive       # a 2 GiB sparse file; the 32 MiB variant below stays in the fast lane
 def test_sparse_slot_claiming_gigabytes_is_refused_before_reading(tmp_path):
-    cache = Cache(tmp_path, "c")
+    cache = FolderCache(tmp_path, "c")
     write_version(cache, 1)
     _sparse_slot(cache, 2 << 30)
     st = os.stat(cache.paths.current / "slot_text.safetensors")
@@ -124,7 +119,7 @@ def test_sparse_slot_claiming_gigabytes_is_refused_before_reading(tmp_path):
 
 
 def test_sparse_check_can_be_lifted_for_compressing_filesystems(tmp_path, monkeypatch):
-    cache = Cache(tmp_path, "c")
+    cache = FolderCache(tmp_path, "c")
     write_version(cache, 1)
     _sparse_slot(cache, 32 << 20)
     with cache.snapshot() as snap:

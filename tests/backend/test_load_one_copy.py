@@ -19,12 +19,12 @@ import textwrap
 import pytest
 import torch
 
-from reuse_backend.store import Cache
+from reuse_backend.folder.cache import FolderCache
 from tests.backend.storehelp import REPO_ROOT
 
 _CHILD = textwrap.dedent(r"""
     import json, sys
-    from reuse_backend.store import Cache
+    from reuse_backend.folder.cache import FolderCache
 
     def status():
         out = {}
@@ -35,9 +35,9 @@ _CHILD = textwrap.dedent(r"""
         return out
 
     root, name = sys.argv[1], sys.argv[2]
-    with Cache(root, name).snapshot() as s:      # imports, fds and manifest before the baseline
+    with FolderCache(root, name).snapshot() as s:      # imports, fds and manifest before the baseline
         s.manifest
-    with Cache(root, name).snapshot() as s:
+    with FolderCache(root, name).snapshot() as s:
         with open("/proc/self/clear_refs", "w") as f:
             f.write("5")                          # VmHWM := current RSS
         before = status()
@@ -66,7 +66,7 @@ def test_a_loaded_slot_is_one_copy_of_its_bytes(tmp_path):
     except OSError as e:
         pytest.skip(f"/proc/self/clear_refs not writable here ({e}): the peak cannot be reset")
     value = _value()
-    with Cache(tmp_path, "one-copy").begin() as tx:
+    with FolderCache(tmp_path, "one-copy").begin() as tx:
         tx.stage_slot("context", value, key={"slot": "context"})
         tx.commit()
     slot_bytes = (tmp_path / "one-copy" / "slot_context.safetensors").stat().st_size

@@ -1,4 +1,5 @@
-"""reuse_backend.lock: owner record, stale-lock breaking, heartbeat, fencing."""
+"""Leases (store/lease.py) as lease files on a folder (folder/lease_files.py): the owner record, the
+judge, the take-over of a stale lease, the heartbeat, fencing."""
 import errno
 import json
 import os
@@ -13,17 +14,17 @@ import torch
 from tests.backend.storehelp import REPO_ROOT, OpHook, cache_marker, entries, write_version, writer_proc
 
 from reuse_backend.storage import fsops
-from reuse_backend.store import lock as lk
+from reuse_backend.store import lease as lk, owner as owners
 from reuse_backend.errors import CacheBusyError, TransactionError
-from reuse_backend.store.lock import LeaseFile
-from reuse_backend.store import Cache
+from reuse_backend.folder.lease_files import lease_file as LeaseFile
+from reuse_backend.folder.cache import FolderCache
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
 
 def _fake_lock(path, *, host=None, pid=1, pid_start=None, run_id="other", age=0.0, lease_s=120.0):
     path.write_text(json.dumps({"host": host or socket.gethostname(), "pid": pid,
-                                "pid_start": pid_start, "pid_ns": lk.pid_namespace(), "run_id": run_id,
+                                "pid_start": pid_start, "pid_ns": owners.pid_namespace(), "run_id": run_id,
                                 "started_at": time.time() - age, "lease_s": lease_s}))
     t = time.time() - age
     os.utime(path, (t, t))
@@ -33,11 +34,11 @@ def test_owner_record_and_release(tmp_path):
     path = tmp_path / "c.lock"
     with LeaseFile(path, "r1") as lock:
         owner = json.loads(path.read_text())
-        assert set(owner) == {"host", "pid", "pid_start", "pid_ns", "run_id", "started_at",
-                              "lease_s"}
+        assert set(owner) == {"host", "pid", "pid_start", "pid_ns", "run_id", "role", "started_at",
+                              "lease_s"} and owner["role"] == "writer lock"
         assert owner["pid"] == os.getpid() and owner["run_id"] == "r1"
         assert owner["host"] == socket.gethostname()
-        assert owner["pid_start"] == lk.pid_start(os.getpid()) is not None
+        assert owner["pid_start"] == owners.pid_start(os.getpid()) is not None
         assert lock.held()
         with pytest.raises(CacheBusyError, match="cache 'c' is being written by run r1 on host"):
             LeaseFile(path, "r2").acquire()
@@ -60,7 +61,7 @@ def test_reused_pid_is_broken(tmp_path):
     try:
         path = tmp_path / "c.lock"
         time.sleep(0.05)
-        _fake_lock(path, pid=p.pid, pid_start=(lk.pid_start(p.pid) or 0) + 1)
+        _fake_lock(path, pid=p.pid, pid_start=(owners.pid_start(p.pid) or 0) + 1)
         with LeaseFile(path, "mine") as lock:
             assert "reused" in lock.broke[0]
     finally:
@@ -69,7 +70,7 @@ def test_reused_pid_is_broken(tmp_path):
 
 
 def test_sigkilled_holder_subprocess(tmp_path):
-    cache = Cache(tmp_path, "c")
+    cache = FolderCache(tmp_path, "c")
     write_version(cache, 1)
     p = subprocess.Popen(writer_proc("hold", tmp_path, "c", "holder-run"), cwd=REPO_ROOT, stdout=subprocess.PIPE, text=True)
     try:
@@ -129,14 +130,14 @@ def test_unreadable_lock(tmp_path):
     with pytest.raises(CacheBusyError, match="unknown run") as ei:
         LeaseFile(path, "mine").acquire()
     # issue 27: the message names the file and why it cannot be read; the fix says what to do
-    assert f"unreadable lock file {path}: empty" in ei.value.message, ei.value.message
+    assert f"unreadable writer lock {path}: empty" in ei.value.message, ei.value.message
     assert str(path) in ei.value.fix and "120 s" in ei.value.fix and "SEEDREUSE_LEASE_S" in ei.value.fix
     path.write_text("not json")
-    tx = Cache(tmp_path, "c").begin()
+    tx = FolderCache(tmp_path, "c").begin()
     tx.stage_slot("text", {"x": 1}, key={})
     os.environ["SEEDREUSE_COMMIT_WAIT_S"] = "0.2"
     try:
-        with pytest.raises(CacheBusyError, match="its content is not a SeedReuse lock"):
+        with pytest.raises(CacheBusyError, match="its content is not a SeedReuse lease"):
             tx.commit()
     finally:
         del os.environ["SEEDREUSE_COMMIT_WAIT_S"]
@@ -153,8 +154,8 @@ def test_heartbeat_keeps_lock_fresh(tmp_path):
     time.sleep(1.5)
     with pytest.raises(CacheBusyError):
         LeaseFile(path, "B", lease_s=0.6).acquire()
-    a._stop_heartbeat()                                  # owner hangs: no more heartbeats
-    time.sleep(0.6 + lk.MTIME_SLACK_S + 0.4)             # past lease + the mtime-resolution slack
+    a.stop_heartbeat()                                  # owner hangs: no more heartbeats
+    time.sleep(0.6 + lk.SLACK_S + 0.4)             # past lease + the mtime-resolution slack
     b = LeaseFile(path, "B", lease_s=0.6).acquire()     # lease expired: broken
     assert not a.held() and b.held()
     a.release()                                          # not ours any more: left alone
@@ -194,7 +195,7 @@ def test_abandoned_lock_of_this_process_is_broken(tmp_path):
 
 
 def test_fencing_stolen_lock_commit_refuses(tmp_path):
-    cache = Cache(tmp_path, "c")
+    cache = FolderCache(tmp_path, "c")
     write_version(cache, 1)
     tx = cache.begin()
     tx.stage_boundary(0, torch.zeros(1))
@@ -214,7 +215,7 @@ def test_fencing_stolen_lock_commit_refuses(tmp_path):
 
 
 def test_fencing_replaced_staging(tmp_path):
-    cache = Cache(tmp_path, "c")
+    cache = FolderCache(tmp_path, "c")
     tx = cache.begin()
     os.rename(tmp_path / "c.tmp", tmp_path / "gone")
     os.mkdir(tmp_path / "c.tmp")
@@ -229,10 +230,10 @@ def test_filesystem_without_stable_inodes_is_refused_clearly(tmp_path, monkeypat
     root is refused at acquire with the reason (never a run that later 'loses' its lock)."""
     import os as _os
 
-    from reuse_backend.store import lock as lockmod
+    from reuse_backend.folder import lease_files as lockmod
     from reuse_backend.errors import UnsupportedFilesystemError
 
-    real = lockmod.read_lock
+    real = lockmod.read_lease
 
     def unstable(path):
         owner, st = real(path)
@@ -242,13 +243,13 @@ def test_filesystem_without_stable_inodes_is_refused_clearly(tmp_path, monkeypat
         fields[1] += 1000          # st_ino as a per-lookup filesystem would report it
         return owner, _os.stat_result(fields)
 
-    monkeypatch.setattr(lockmod, "read_lock", unstable)
+    monkeypatch.setattr(lockmod, "read_lease", unstable)
     path = tmp_path / "c.lock"
     with pytest.raises(UnsupportedFilesystemError, match="stable file identities"):
-        lockmod.LeaseFile(path, "run-1", cache_name="c").acquire()
+        lockmod.lease_file(path, "run-1", cache_name="c").acquire()
     assert not path.exists()
-    monkeypatch.setattr(lockmod, "read_lock", real)
-    lk = lockmod.LeaseFile(path, "run-2", cache_name="c").acquire()   # nothing left behind
+    monkeypatch.setattr(lockmod, "read_lease", real)
+    lk = lockmod.lease_file(path, "run-2", cache_name="c").acquire()   # nothing left behind
     assert lk.held()
     lk.release()
 
@@ -261,9 +262,9 @@ def test_stale_only_past_lease_plus_mtime_slack(tmp_path):
     st = os.stat(path)
     now = time.time()
     os.utime(path, (now - 10.5, now - 10.5))
-    assert lk.judge(json.loads(path.read_text()), os.stat(path), 10.0) is None
+    assert lk.stale_reason(json.loads(path.read_text()), os.stat(path).st_mtime, time.time(), 10.0) is None
     os.utime(path, (now - 11.5, now - 11.5))
-    assert "heartbeat is" in lk.judge(json.loads(path.read_text()), os.stat(path), 10.0)
+    assert "heartbeat is" in lk.stale_reason(json.loads(path.read_text()), os.stat(path).st_mtime, time.time(), 10.0)
     assert st.st_size > 0
 
 
@@ -324,7 +325,7 @@ def test_a_stale_lock_broken_by_another_run_is_reported(tmp_path):
     """A commit that finds the writer lock stale while another run breaks it first (the rename of
     the break finds nothing) still reports what happened in ``tx.recovered``: whose stale lock it
     was, why it was stale, and that another run broke it."""
-    cache = Cache(tmp_path, "c")
+    cache = FolderCache(tmp_path, "c")
     tx = cache.begin()
     tx.stage_slot("text", {"x": 1}, key={})
     lock = tmp_path / "c.lock"

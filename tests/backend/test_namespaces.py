@@ -9,24 +9,27 @@ import os
 import pytest
 
 from tests.backend.storehelp import cache_marker, write_version
+from reuse_backend import settings
 from reuse_backend.cli import main as cli
 from reuse_backend.errors import InvalidRequestError
-from reuse_backend.store import Cache, usage
+from reuse_backend.folder.cache import FolderCache
+from reuse_backend.folder import usage
+from reuse_backend.store import budget as budgets
 from reuse_backend.store import namespaces as ns
-from reuse_backend.store.check import check_root
+from reuse_backend.folder.check import check_root
 
 
 @pytest.fixture(autouse=True)
 def _env(monkeypatch):
-    monkeypatch.delenv(usage.ENV_MAX_BYTES, raising=False)
-    monkeypatch.delenv(ns.ENV_SHARED, raising=False)
+    monkeypatch.delenv(settings.MAX_BYTES, raising=False)
+    monkeypatch.delenv(settings.SHARED_NAMESPACE, raising=False)
 
 
 def test_user_root_layout_and_shared_setting(tmp_path, monkeypatch):
     assert ns.user_root(tmp_path, None) == tmp_path
     alice = ns.user_root(tmp_path, "alice_1b2c")
     assert alice == tmp_path / ".users" / "alice_1b2c" and alice.is_dir()
-    monkeypatch.setenv(ns.ENV_SHARED, "1")
+    monkeypatch.setenv(settings.SHARED_NAMESPACE, "1")
     assert ns.user_root(tmp_path, "alice_1b2c") == tmp_path
 
 
@@ -55,21 +58,21 @@ def test_gc_budgets_each_namespace_on_its_own(tmp_path):
     root = tmp_path
     a, b = ns.user_root(root, "alice_1"), ns.user_root(root, "bob_2")
     for i, name in enumerate(("a1", "a2", "a3")):
-        write_version(Cache(a, name), i + 1)
+        write_version(FolderCache(a, name), i + 1)
         os.utime(a / name, (1000 + i,) * 2)
-    write_version(Cache(b, "b1"), 9)
+    write_version(FolderCache(b, "b1"), 9)
     os.utime(b / "b1", (1,) * 2)                       # bob's cache is the oldest of all
     one = usage.root_size(a) // 3 + 4096
     assert usage.root_size(b) < 2 * one
     rc = cli(["--root", str(root), "gc", "--max-bytes", str(2 * one), "--json"])
     assert rc == 0
-    assert cache_marker(Cache(b, "b1")) == 9, "another user's cache was evicted to make room"
-    assert cache_marker(Cache(a, "a1")) is None and cache_marker(Cache(a, "a3")) == 3
+    assert cache_marker(FolderCache(b, "b1")) == 9, "another user's cache was evicted to make room"
+    assert cache_marker(FolderCache(a, "a1")) is None and cache_marker(FolderCache(a, "a3")) == 3
     assert usage.root_size(a) <= 2 * one
 
 
 def test_gc_json_lists_users(tmp_path, capsys):
-    write_version(Cache(ns.user_root(tmp_path, "alice_1"), "x"), 1)
+    write_version(FolderCache(ns.user_root(tmp_path, "alice_1"), "x"), 1)
     assert cli(["--root", str(tmp_path), "gc", "--dry-run", "--json"]) == 0
     out = json.loads(capsys.readouterr().out)
     assert list(out["users"]) == ["alice_1"]
@@ -83,39 +86,39 @@ def test_gc_budgets_each_folder_of_automatic_caches_on_its_own(tmp_path, capsys)
     autos = {"shared": ns.auto_root(tmp_path), "alice": ns.auto_root(alice)}
     for where in autos.values():
         for i, name in enumerate(("old", "new")):
-            write_version(Cache(where, name), i + 1)
+            write_version(FolderCache(where, name), i + 1)
             os.utime(where / name, (1000 + i,) * 2)
-    write_version(Cache(tmp_path, "named"), 7)
+    write_version(FolderCache(tmp_path, "named"), 7)
     os.utime(tmp_path / "named", (1,) * 2)                   # the oldest of all
     assert cli(["--root", str(tmp_path), "gc", "--dry-run", "--json"]) == 0
     out = json.loads(capsys.readouterr().out)
-    assert out["budget"] is None and out["automatic"]["budget"] == usage.DEFAULT_AUTO_BUDGET
+    assert out["budget"] is None and out["automatic"]["budget"] == budgets.DEFAULT_AUTO_BUDGET
     assert [c["name"] for c in out["users"]["alice_1"]["automatic"]["caches"]] == ["old", "new"]
     one = usage.root_size(autos["shared"]) // 2 + 4096
     assert cli(["--root", str(tmp_path), "gc", "--max-bytes", str(one)]) == 0
     text = capsys.readouterr().out
     assert "\nautomatic caches: " in text and "user alice_1: automatic caches: " in text, text
     for where in autos.values():
-        assert cache_marker(Cache(where, "old")) is None and cache_marker(Cache(where, "new")) == 2
-    assert cache_marker(Cache(tmp_path, "named")) == 7
+        assert cache_marker(FolderCache(where, "old")) is None and cache_marker(FolderCache(where, "new")) == 2
+    assert cache_marker(FolderCache(tmp_path, "named")) == 7
 
 
 def test_gc_leaves_a_dot_auto_that_is_not_a_folder(tmp_path, capsys):
     (tmp_path / ".auto").write_text("not a folder")
-    write_version(Cache(tmp_path, "x"), 1)
+    write_version(FolderCache(tmp_path, "x"), 1)
     assert cli(["--root", str(tmp_path), "gc", "--dry-run", "--json"]) == 0
     assert "automatic" not in json.loads(capsys.readouterr().out)
 
 
 def test_check_root_does_not_call_the_users_folder_orphaned(tmp_path):
-    write_version(Cache(ns.user_root(tmp_path, "alice_1"), "x"), 1)
+    write_version(FolderCache(ns.user_root(tmp_path, "alice_1"), "x"), 1)
     problems = check_root(tmp_path)
     assert not [p for p in problems if ".users" in json.dumps(p, default=str)], problems
 
 
 def test_check_reports_an_invalid_namespace_and_checks_user_caches(tmp_path, capsys):
     a = ns.user_root(tmp_path, "alice_1")
-    write_version(Cache(a, "x"), 1)
+    write_version(FolderCache(a, "x"), 1)
     os.symlink(tmp_path, tmp_path / ".users" / "loop_9")
     problems = check_root(tmp_path)
     assert [p.code for p in problems if p.code == "orphaned_namespace"] == ["orphaned_namespace"]
@@ -134,31 +137,31 @@ def test_check_reports_an_invalid_namespace_and_checks_user_caches(tmp_path, cap
 
 def test_automatic_caches_have_their_own_folder_and_always_a_budget(tmp_path, monkeypatch):
     """``<namespace>/.auto/``: never a named cache's path, not counted in the named root's size,
-    bounded without SEEDREUSE_MAX_BYTES (usage.DEFAULT_AUTO_BUDGET), evicted LRU like named ones."""
+    bounded without SEEDREUSE_MAX_BYTES (budgets.DEFAULT_AUTO_BUDGET), evicted LRU like named ones."""
     auto = ns.auto_root(tmp_path)
     assert auto == tmp_path / ".auto" and auto.is_dir() and ns.is_auto_root(auto)
     assert ns.auto_root(ns.user_root(tmp_path, "bob")) == tmp_path / ".users" / "bob" / ".auto"
-    assert usage.budget_for(tmp_path) is None and usage.budget_for(auto) == usage.DEFAULT_AUTO_BUDGET
-    assert usage.auto_budget_source() == (usage.DEFAULT_AUTO_BUDGET, "the default for automatic caches")
-    write_version(Cache(auto, "auto-one"), 1)
+    assert budgets.budget_for(tmp_path) is None and budgets.budget_for(auto) == budgets.DEFAULT_AUTO_BUDGET
+    assert budgets.auto_budget_source() == (budgets.DEFAULT_AUTO_BUDGET, "the default for automatic caches")
+    write_version(FolderCache(auto, "auto-one"), 1)
     assert usage.root_size(tmp_path) < usage.root_size(auto), "the named root does not count .auto"
     one = usage.root_size(auto)
-    monkeypatch.setattr(usage, "DEFAULT_AUTO_BUDGET", int(1.5 * one))
+    monkeypatch.setattr(budgets, "DEFAULT_AUTO_BUDGET", int(1.5 * one))
     os.utime(auto / "auto-one", (1000, 1000))
-    write_version(Cache(auto, "auto-two"), 2)                 # over the default: the older one goes
-    assert not (auto / "auto-one").exists() and cache_marker(Cache(auto, "auto-two")) == 2
-    write_version(Cache(tmp_path, "named"), 3)                # a named root stays unbounded
-    write_version(Cache(tmp_path, "named2"), 4)
+    write_version(FolderCache(auto, "auto-two"), 2)                 # over the default: the older one goes
+    assert not (auto / "auto-one").exists() and cache_marker(FolderCache(auto, "auto-two")) == 2
+    write_version(FolderCache(tmp_path, "named"), 3)                # a named root stays unbounded
+    write_version(FolderCache(tmp_path, "named2"), 4)
     assert (tmp_path / "named").is_dir() and (tmp_path / "named2").is_dir()
-    monkeypatch.setenv(usage.ENV_MAX_BYTES, "7G")             # the operator's budget applies to both
-    assert usage.budget_for(auto) == usage.budget_for(tmp_path) == 7 << 30
-    assert usage.auto_budget_source() == (7 << 30, usage.ENV_MAX_BYTES)
+    monkeypatch.setenv(settings.MAX_BYTES, "7G")             # the operator's budget applies to both
+    assert budgets.budget_for(auto) == budgets.budget_for(tmp_path) == 7 << 30
+    assert budgets.auto_budget_source() == (7 << 30, settings.MAX_BYTES)
     # and evicts in both alike: least recently used first, never the cache that just committed
-    monkeypatch.setenv(usage.ENV_MAX_BYTES, str(int(1.5 * one)))
+    monkeypatch.setenv(settings.MAX_BYTES, str(int(1.5 * one)))
     for old in (tmp_path / "named", tmp_path / "named2", auto / "auto-two"):
         os.utime(old, (1000, 1000))
-    write_version(Cache(tmp_path, "named3"), 5)
-    write_version(Cache(auto, "auto-three"), 6)
+    write_version(FolderCache(tmp_path, "named3"), 5)
+    write_version(FolderCache(auto, "auto-three"), 6)
     assert sorted(p.name for p in tmp_path.iterdir() if not p.name.startswith(".")) == ["named3"]
     assert sorted(p.name for p in auto.iterdir() if not p.name.startswith(".")) == ["auto-three"]
     (tmp_path / "x").mkdir()

@@ -1,5 +1,5 @@
 """Overlapping writers (issue 27): runs stage side by side under their own leases and take the
-writer lock only to commit (store/run_lease.py, store/commit.py, store/rebase.py, store/single_flight.py).
+writer lock only to commit (folder/run_lease.py, folder/commit.py, store/rebase.py, store/claim.py).
 
 Real subprocesses (tests/backend/writer_proc.py): two runs committing back to back, a kill of one
 run inside its commit while another one commits, a stall of a single-flight leader; and the take
@@ -16,9 +16,11 @@ import time
 import torch
 
 from reuse_backend.media import segment_takes
-from reuse_backend.store import Cache, RunInfo, single_flight
+from reuse_backend.folder.cache import FolderCache
+from reuse_backend.store.run_info import RunInfo
+from reuse_backend.store import claim as single_flight
 from reuse_backend.store import take_index
-from reuse_backend.store.check import check
+from reuse_backend.folder.check import check
 from tests.backend.storehelp import REPO_ROOT, cache_marker, continue_stopped, entries, write_version, writer_proc
 
 LEASE_S = 1.0
@@ -47,7 +49,7 @@ def _stop(procs) -> None:
 def test_two_runs_commit_back_to_back(tmp_path):
     """Both succeed; the second one re-read the current version under the lock (its base had
     changed: it says so), and it is the current version, whole."""
-    write_version(Cache(tmp_path, "a"), 1)
+    write_version(FolderCache(tmp_path, "a"), 1)
     go = tmp_path / "go"
     procs = [_start("overlap", tmp_path, "a", m, go) for m in (2, 3)]
     try:
@@ -62,8 +64,8 @@ def test_two_runs_commit_back_to_back(tmp_path):
     later = [o for o in outs if o["rebased"] is not None]
     assert len(first) == 1 and len(later) == 1, outs
     assert "base changed" in later[0]["rebased"] and first[0]["version"] in later[0]["rebased"]
-    assert cache_marker(Cache(tmp_path, "a")) == later[0]["marker"]     # every file of that run
-    with Cache(tmp_path, "a").snapshot() as snap:
+    assert cache_marker(FolderCache(tmp_path, "a")) == later[0]["marker"]     # every file of that run
+    with FolderCache(tmp_path, "a").snapshot() as snap:
         assert snap.version == later[0]["version"]
     os.unlink(go)
     assert check(tmp_path, "a") == [] and entries(tmp_path) == ["a"]
@@ -73,7 +75,7 @@ def test_a_kill_of_one_run_inside_its_commit_while_the_other_commits(tmp_path):
     """Run A stops inside its commit (writer lock held, the previous version moved to .old) and
     is killed; run B, staged meanwhile, commits: it breaks the dead lock, recovery puts the
     previous version back and removes A's staging, and B's version is current."""
-    write_version(Cache(tmp_path, "a"), 1)
+    write_version(FolderCache(tmp_path, "a"), 1)
     go = tmp_path / "go"
     a = _start("pause", tmp_path, "a", "commit-publish")
     b = None
@@ -89,9 +91,9 @@ def test_a_kill_of_one_run_inside_its_commit_while_the_other_commits(tmp_path):
     finally:
         _stop([a] + ([b] if b else []))
     assert out["result"] == "committed", out
-    assert any("broke stale lock" in r for r in out["recovered"]), out
+    assert any("broke stale writer lock" in r for r in out["recovered"]), out
     assert any("restored previous version" in r for r in out["recovered"]), out
-    assert cache_marker(Cache(tmp_path, "a")) == 3
+    assert cache_marker(FolderCache(tmp_path, "a")) == 3
     os.unlink(go)
     assert check(tmp_path, "a") == [] and entries(tmp_path) == ["a"]
 
@@ -105,17 +107,17 @@ def test_a_stalled_single_flight_leader_is_waited_for_no_longer_than_its_lease(t
     try:
         assert leader.stdout.readline().strip() == "claimed", leader.stderr.read()
         assert leader.stdout.readline().strip() == "paused claim"
-        cache = Cache(tmp_path, "a", lease_s=LEASE_S, heartbeat_s=0.2)
+        cache = FolderCache(tmp_path, "a", lease_s=LEASE_S, heartbeat_s=0.2)
         got = single_flight.claim(cache, "text", "d1", "waiter", wait=120)
-        assert got.lock is not None and got.waited_for["run_id"] == "leader"
+        assert got.lease is not None and got.waited_for["run_id"] == "leader"
         continue_stopped(leader.pid)
         out = _outcome(leader)
         assert out == {"held_after_stall": False}
-        assert got.lock.held()                       # the leader's release left it alone
+        assert got.lease.held()                       # the leader's release left it alone
         got.release()
     finally:
         _stop([leader])
-    Cache(tmp_path, "a").recover()
+    FolderCache(tmp_path, "a").recover()
     assert entries(tmp_path) == []
 
 
@@ -123,16 +125,16 @@ def test_single_flight_waits_at_most_its_bound_and_takes_over_from_a_dead_leader
     leader = _start("claim", tmp_path, "a", "text", "hold")
     try:
         assert leader.stdout.readline().strip() == "claimed", leader.stderr.read()
-        cache = Cache(tmp_path, "a")
+        cache = FolderCache(tmp_path, "a")
         got = single_flight.claim(cache, "text", "d1", "waiter", wait=0.3)
-        assert got.lock is None and got.waited_for["run_id"] == "leader"    # gave up: encodes
+        assert got.lease is None and got.waited_for["run_id"] == "leader"    # gave up: encodes
         other = single_flight.claim(cache, "neg", "d1", "waiter", wait=0.3)  # another key: no wait
-        assert other.lock is not None and other.waited_for is None
+        assert other.lease is not None and other.waited_for is None
         other.release()
         leader.kill()
         leader.wait()
         got = single_flight.claim(cache, "text", "d1", "waiter", wait=60)   # a dead holder: broken at once
-        assert got.lock is not None and got.waited_for is None and "run leader" in got.lock.broke[0]
+        assert got.lease is not None and got.waited_for is None and "run leader" in got.lease.broke[0]
         got.release()
     finally:
         _stop([leader])
@@ -172,7 +174,7 @@ def _takes(cache) -> list:
 def test_take_lists_of_overlapping_takes_are_merged(tmp_path):
     """Two takes begun on the same base both become takes: the later commit renumbers its take
     above the one committed meanwhile and keeps it (never a stale copy of the list)."""
-    cache = Cache(tmp_path, "c")
+    cache = FolderCache(tmp_path, "c")
     tx = cache.begin(RunInfo(run_id="t1"))
     _stage_take(tx, "one", keep=3)
     tx.commit()
@@ -196,9 +198,9 @@ def test_take_lists_of_overlapping_takes_are_merged(tmp_path):
 
 def test_eviction_keeps_a_cache_a_live_run_stages_into(tmp_path):
     """A run stages without the writer lock: its lease keeps evictions away, as the lock did."""
-    from reuse_backend.store import evict
-    write_version(Cache(tmp_path, "a"), 1)
-    tx = Cache(tmp_path, "a").begin(RunInfo(run_id="stager"))
+    from reuse_backend.folder import evict
+    write_version(FolderCache(tmp_path, "a"), 1)
+    tx = FolderCache(tmp_path, "a").begin(RunInfo(run_id="stager"))
     ok, why = evict.evict_cache(tmp_path, "a", lease_s=120.0)
     assert not ok and "being written by run stager" in why
     assert "being written by run stager" in evict.in_use(tmp_path, "a", 120.0)

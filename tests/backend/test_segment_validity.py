@@ -12,7 +12,10 @@ from reuse_backend.errors import CorruptCacheError, NoCommittedCacheError, Segme
 from reuse_backend.keys.key import ReuseKey
 from reuse_backend.media import segment_plan, segment_takes, segment_validity as sv
 from reuse_backend.storage import fsops
-from reuse_backend.store import Cache, RunInfo, check as store_check, take_index
+from reuse_backend.folder.cache import FolderCache
+from reuse_backend.store.run_info import RunInfo
+from reuse_backend.folder import check as store_check
+from reuse_backend.store import take_index
 
 F, M, FPS, SR = 9, 3, 16.0, 16000
 
@@ -89,7 +92,7 @@ def test_features_are_compared_per_segment():
     assert m.segment == 0 and m.field.startswith("audio features under segment 0")
 
 
-def _version(cache: Cache, takes_body: dict | None, files: dict) -> None:
+def _version(cache: FolderCache, takes_body: dict | None, files: dict) -> None:
     tx = cache.begin(RunInfo(run_id="t"))
     try:
         for name, data in files.items():
@@ -105,7 +108,7 @@ def _version(cache: Cache, takes_body: dict | None, files: dict) -> None:
 
 
 def test_take_index_problems_and_renaming_carry(tmp_path):
-    cache = Cache(tmp_path, "c")
+    cache = FolderCache(tmp_path, "c")
     rec = {"take": 1, "result": "result.mp4", "boundaries": {"0": "tail_boundary.safetensors"}, "segments": {}}
     _version(cache, {"schema": 1, "takes": [rec]}, {"result.mp4": b"video-1"})
     with cache.snapshot() as snap:
@@ -133,7 +136,7 @@ def test_take_index_problems_and_renaming_carry(tmp_path):
 
 
 def test_old_layout_is_one_take_and_from_take_is_checked(tmp_path):
-    cache = Cache(tmp_path, "c")
+    cache = FolderCache(tmp_path, "c")
     tx = cache.begin(RunInfo(run_id="old"))
     with open(tx.stage_path("result.mp4"), "wb") as f:
         f.write(b"v")
@@ -158,7 +161,7 @@ class _Crash(Exception):
     pass
 
 
-def _take(cache: Cache, number: int, keep: int, hook=None) -> None:
+def _take(cache: FolderCache, number: int, keep: int, hook=None) -> None:
     """One segment take (3 segments: boundaries 0, 1 and the tail) carrying the base's takes."""
     tx = cache.begin(RunInfo(run_id=f"take-{number}"))
     if hook is not None:    # every operation after the lock is taken (a dead pid's lock is broken anyway)
@@ -192,7 +195,7 @@ def _stage_take(tx, number: int, keep: int) -> None:
 
 
 def _state(tmp_path) -> list:
-    with Cache(tmp_path, "c").snapshot() as snap:
+    with FolderCache(tmp_path, "c").snapshot() as snap:
         out = []
         for t in segment_takes.read_takes(snap):
             with snap.open_file(t.result) as f:
@@ -204,8 +207,8 @@ def _state(tmp_path) -> list:
 
 def test_a_crash_anywhere_in_a_take_commit_leaves_one_consistent_history(tmp_path):
     ops = []
-    _take(Cache(tmp_path / "count", "c"), 1, keep=3)
-    _take(Cache(tmp_path / "count", "c"), 2, keep=3, hook=lambda op, path: ops.append(op))
+    _take(FolderCache(tmp_path / "count", "c"), 1, keep=3)
+    _take(FolderCache(tmp_path / "count", "c"), 2, keep=3, hook=lambda op, path: ops.append(op))
     total = len(ops)
     assert total > 20
     before = [(1, "video of take 1", -1.0)]
@@ -213,7 +216,7 @@ def test_a_crash_anywhere_in_a_take_commit_leaves_one_consistent_history(tmp_pat
     seen = set()
     for k in range(total):
         root = tmp_path / f"k{k}"
-        _take(Cache(root, "c"), 1, keep=3)
+        _take(FolderCache(root, "c"), 1, keep=3)
         count = [0]
 
         def hook(op, path):
@@ -221,10 +224,10 @@ def test_a_crash_anywhere_in_a_take_commit_leaves_one_consistent_history(tmp_pat
             if count[0] == k + 1:
                 raise _Crash(op)
         try:
-            _take(Cache(root, "c"), 2, keep=3, hook=hook)
+            _take(FolderCache(root, "c"), 2, keep=3, hook=hook)
         except _Crash:
             pass
-        Cache(root, "c").recover()
+        FolderCache(root, "c").recover()
         state = _state(root)
         assert state in (before, after), (k, state)
         seen.add(len(state))
@@ -237,7 +240,7 @@ def test_a_damaged_old_take_disables_only_that_take(tmp_path):
     unreadable, so the intact latest take failed too (from_take=0). Now only that take is
     unusable: the latest and the other kept takes read and resume, the next take drops it, and
     check() still reports the file."""
-    cache = Cache(tmp_path, "c")
+    cache = FolderCache(tmp_path, "c")
     for n in (1, 2, 3):
         _take(cache, n, keep=3)
     bad = tmp_path / "c" / take_index.result_file(1)

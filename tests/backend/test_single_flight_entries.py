@@ -1,4 +1,4 @@
-"""Single-flight entries (store/single_flight.py): a waiter ends its wait when the claim's holder has
+"""Single-flight entries (store/claim.py, folder/claims.py): a waiter ends its wait when the claim's holder has
 *encoded* the slot key, not when the holder's whole prompt ends (an orchestrator's collector may
 wait on the waiters themselves). The entry is no version: a failed holder publishes nothing.
 """
@@ -11,8 +11,9 @@ import time
 import torch
 
 from reuse_backend.storage import fsops
-from reuse_backend.store import Cache, RunInfo, single_flight
-from reuse_backend.store.check import check
+from reuse_backend.folder.cache import FolderCache
+from reuse_backend.store.run_info import RunInfo
+from reuse_backend.folder.check import check
 from tests.backend.storehelp import entries
 
 KEY = {"digest": "d" * 64, "fields": {"text": "a cat"}}
@@ -22,21 +23,21 @@ def _value():
     return {"cond": torch.arange(6, dtype=torch.float32).reshape(2, 3), "slot": "text"}
 
 
-def _holder_stages(cache: Cache, run_id: str = "holder"):
+def _holder_stages(cache: FolderCache, run_id: str = "holder"):
     got = cache.claim("text", KEY["digest"], run_id, wait=0)
-    assert got.lock is not None and got.waited_for is None
+    assert got.lease is not None and got.waited_for is None
     tx = cache.begin(RunInfo(run_id=run_id))
     tx.stage_slot("text", _value(), key=KEY, meta={"encode_seconds": 1.5})
     return got, tx
 
 
 def test_a_waiter_gets_the_holders_encoding_while_the_holder_still_runs(tmp_path):
-    cache = Cache(tmp_path, "a")
+    cache = FolderCache(tmp_path, "a")
     got, tx = _holder_stages(cache)
     waiter: dict = {}
 
     def wait():
-        w = Cache(tmp_path, "a").claim("text", KEY["digest"], "waiter", wait=120, on_wait=lambda: None)
+        w = FolderCache(tmp_path, "a").claim("text", KEY["digest"], "waiter", wait=120, on_wait=lambda: None)
         waiter["claimed"] = w
         waiter["value"] = w.entry.load_slot("text") if w.entry is not None else None
         waiter["meta"] = w.entry.slot_entry("text") if w.entry is not None else None
@@ -51,7 +52,7 @@ def test_a_waiter_gets_the_holders_encoding_while_the_holder_still_runs(tmp_path
     assert not t.is_alive()
     w = waiter["claimed"]
     # the wait ended by the entry: the holder still holds its claim and has committed nothing
-    assert w.lock is None and w.waited_for["run_id"] == "holder" and got.lock.held()
+    assert w.lease is None and w.waited_for["run_id"] == "holder" and got.lease.held()
     assert torch.equal(waiter["value"]["cond"], _value()["cond"])
     assert waiter["meta"]["key"] == KEY and waiter["meta"]["meta"]["encode_seconds"] == 1.5
     assert cache.snapshot() is None          # an entry is no version
@@ -61,10 +62,10 @@ def test_a_waiter_gets_the_holders_encoding_while_the_holder_still_runs(tmp_path
 
 
 def test_the_entry_goes_with_the_claim_and_a_dead_holders_is_recovered(tmp_path):
-    cache = Cache(tmp_path, "a")
+    cache = FolderCache(tmp_path, "a")
     got, tx = _holder_stages(cache)
     assert got.publish(tx, "text")
-    entry = single_flight.entry_path(cache, "text", KEY["digest"])
+    entry = cache.claims.entry_path("text", KEY["digest"])
     assert entry.is_dir()
     tx.commit()
     got.release()                                   # released after the commit: entry first
@@ -73,10 +74,10 @@ def test_the_entry_goes_with_the_claim_and_a_dead_holders_is_recovered(tmp_path)
     # release's cleanup, as a kill leaves it), so recovery removes the entry with it
     got, tx = _holder_stages(cache, "holder2")
     assert got.publish(tx, "text")
-    got.lock.release()
+    got.lease.release()
     tx.discard()
     assert entry.is_dir()
-    done = Cache(tmp_path, "a").recover()
+    done = FolderCache(tmp_path, "a").recover()
     assert any(entry.name in d for d in done), done
     assert not entry.exists() and check(tmp_path, "a") == []
 
@@ -84,13 +85,13 @@ def test_the_entry_goes_with_the_claim_and_a_dead_holders_is_recovered(tmp_path)
 def test_an_entry_a_dead_holder_left_serves_the_next_claimant(tmp_path):
     """Killed after encoding, before its claim's cleanup: the next run taking the claim gets that
     encoding with it (no encode), holds the claim, and its release removes both."""
-    cache = Cache(tmp_path, "a")
+    cache = FolderCache(tmp_path, "a")
     got, tx = _holder_stages(cache)
     assert got.publish(tx, "text")
-    got.lock.release()
+    got.lease.release()
     tx.discard()
-    late = Cache(tmp_path, "a").claim("text", KEY["digest"], "late", wait=0)
-    assert late.lock is not None and late.waited_for is None and late.entry is not None
+    late = FolderCache(tmp_path, "a").claim("text", KEY["digest"], "late", wait=0)
+    assert late.lease is not None and late.waited_for is None and late.entry is not None
     assert late.entry.manifest["run"]["run_id"] == "holder"
     assert torch.equal(late.entry.load_slot("text")["cond"], _value()["cond"])
     late.release()
@@ -98,23 +99,23 @@ def test_an_entry_a_dead_holder_left_serves_the_next_claimant(tmp_path):
 
 
 def test_a_broken_entry_is_never_used(tmp_path):
-    cache = Cache(tmp_path, "a")
+    cache = FolderCache(tmp_path, "a")
     got, tx = _holder_stages(cache)
     assert got.publish(tx, "text")
-    entry = single_flight.entry_path(cache, "text", KEY["digest"])
+    entry = cache.claims.entry_path("text", KEY["digest"])
     os.unlink(entry / "slot_text.safetensors")         # damaged (or written by someone else)
-    w = Cache(tmp_path, "a").claim("text", KEY["digest"], "waiter", wait=0.3)
-    assert w.lock is None and w.entry is None          # waited its bound, then encodes itself
+    w = FolderCache(tmp_path, "a").claim("text", KEY["digest"], "waiter", wait=0.3)
+    assert w.lease is None and w.entry is None          # waited its bound, then encodes itself
     tx.discard()
     got.release()
 
 
 def test_publish_needs_the_claim_and_never_fails_the_run(tmp_path):
-    cache = Cache(tmp_path, "a")
+    cache = FolderCache(tmp_path, "a")
     got, tx = _holder_stages(cache)
-    got.lock.release()                                  # lost (broken by another run)
+    got.lease.release()                                  # lost (broken by another run)
     assert not got.publish(tx, "text")
-    got.lock = None
+    got.lease = None
     got2, tx2 = _holder_stages(cache, "other")
 
     def fail(op, path):
@@ -125,7 +126,7 @@ def test_publish_needs_the_claim_and_never_fails_the_run(tmp_path):
         assert not got2.publish(tx2, "text")            # logged; the waiters wait for the claim
     finally:
         fsops.clear_hook()
-    assert not single_flight.entry_path(cache, "text", KEY["digest"]).exists()
+    assert not cache.claims.entry_path("text", KEY["digest"]).exists()
     tx2.commit()
     got2.release()
     tx.discard()
@@ -136,9 +137,9 @@ def test_a_holder_killed_while_writing_its_entry_leaves_nothing_after_recovery(t
     """Killed between the entry's part and its rename (the soak's kill:late saw it): the part is
     kept while its claim is live and removed by the next recovery once the claim is gone, without
     waiting out a lease (it was left behind after a burst before)."""
-    cache = Cache(tmp_path, "a")
+    cache = FolderCache(tmp_path, "a")
     got, tx = _holder_stages(cache)
-    final = single_flight.entry_path(cache, "text", KEY["digest"])
+    final = cache.claims.entry_path("text", KEY["digest"])
 
     def killed(op, path):
         if op == "rename" and ".entry.part-" in path:
@@ -152,17 +153,17 @@ def test_a_holder_killed_while_writing_its_entry_leaves_nothing_after_recovery(t
         fsops.clear_hook()
     parts = [p for p in os.listdir(cache.paths.tmp) if ".entry.part-" in p]
     assert len(parts) == 1 and not final.exists()
-    Cache(tmp_path, "a").recover()
+    FolderCache(tmp_path, "a").recover()
     assert parts[0] in os.listdir(cache.paths.tmp)     # its claim is live: the holder may still run
-    got.lock.release()                                  # the claim gone without its cleanup
-    got.lock = None
+    got.lease.release()                                  # the claim gone without its cleanup
+    got.lease = None
     tx.discard()
     assert parts[0] in [p.name for p, _ in single_flight_dead(cache)]   # check sees it too
-    done = Cache(tmp_path, "a").recover()
+    done = FolderCache(tmp_path, "a").recover()
     assert any("single-flight entry" in d or parts[0] in d for d in done), done
     assert entries(tmp_path) == [] and check(tmp_path, "a") == []
 
 
 def single_flight_dead(cache):
-    from reuse_backend.store import run_lease
+    from reuse_backend.folder import run_lease
     return run_lease.dead_entries(cache.paths, cache.lease_s)

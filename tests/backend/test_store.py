@@ -17,8 +17,10 @@ from tests.backend.storehelp import (
     write_version,
 )
 
+from reuse_backend import settings
 from reuse_backend.store import manifest as mf
 from reuse_backend.store import roots
+from reuse_backend.folder.layout import cache_paths
 from reuse_backend.cli import main as cli
 from reuse_backend.errors import (
     CacheBusyError,
@@ -27,15 +29,17 @@ from reuse_backend.errors import (
     NoCommittedCacheError,
     TransactionError,
 )
-from reuse_backend.store import Cache, RunInfo, list_caches
+from reuse_backend.folder.cache import FolderCache
+from reuse_backend.store.run_info import RunInfo
+from reuse_backend.folder.layout import list_caches
 
 
 def test_empty_cache_has_no_snapshot(tmp_path):
-    assert Cache(tmp_path, "a").snapshot() is None
+    assert FolderCache(tmp_path, "a").snapshot() is None
 
 
 def test_commit_then_read(tmp_path):
-    cache = Cache(tmp_path, "a")
+    cache = FolderCache(tmp_path, "a")
     version = write_version(cache, 1)
     assert entries(tmp_path) == ["a"]                      # no .tmp, .old, .lock left
     with cache.snapshot() as snap:
@@ -58,7 +62,7 @@ def test_snapshot_close_closes_every_descriptor_when_the_filesystem_reports_erro
     """A network filesystem may answer close() of a read-only file with an error (GlusterFS:
     ESTALE after another host replaced it): the snapshot still closes all of its descriptors,
     and the finished read does not fail."""
-    cache = Cache(tmp_path, "a")
+    cache = FolderCache(tmp_path, "a")
     write_version(cache, 1)
     snap = cache.snapshot()
     assert snapshot_marker(snap) == 1
@@ -80,7 +84,7 @@ def test_snapshot_close_closes_every_descriptor_when_the_filesystem_reports_erro
 
 
 def test_discard_keeps_previous_and_cleans_up(tmp_path):
-    cache = Cache(tmp_path, "a")
+    cache = FolderCache(tmp_path, "a")
     v1 = write_version(cache, 1)
     tx = cache.begin(RunInfo(run_id="b"))
     assert tx.base.version == v1
@@ -99,7 +103,7 @@ def test_discard_keeps_previous_and_cleans_up(tmp_path):
 
 
 def test_latest_success(tmp_path):
-    cache = Cache(tmp_path, "a")
+    cache = FolderCache(tmp_path, "a")
     write_version(cache, 1)                                # A succeeds
     with pytest.raises(RuntimeError), cache.begin(RunInfo(run_id="B")) as tx:   # B fails mid-run
         tx.stage_slot("text", slot_value(2, "text"), key={}, meta={})
@@ -111,7 +115,7 @@ def test_latest_success(tmp_path):
 
 
 def test_transaction_single_use(tmp_path):
-    cache = Cache(tmp_path, "a")
+    cache = FolderCache(tmp_path, "a")
     tx = cache.begin()
     tx.set_section("s", {"x": 1})
     tx.commit()
@@ -126,7 +130,7 @@ def test_transaction_single_use(tmp_path):
 def test_overlapping_writers_both_commit(tmp_path):
     """Issue 27: runs stage side by side (each under its own lease) and take the writer lock only
     to commit; both succeed, the later commit is current and says its base changed."""
-    cache = Cache(tmp_path, "a")
+    cache = FolderCache(tmp_path, "a")
     first = cache.begin(RunInfo(run_id="first"))
     second = cache.begin(RunInfo(run_id="second"))               # never busy
     assert sorted(os.listdir(tmp_path / "a.tmp")) == sorted(
@@ -146,7 +150,7 @@ def test_overlapping_writers_both_commit(tmp_path):
 
 def test_commit_waits_for_the_writer_lock(tmp_path):
     """A commit waits (bounded by SEEDREUSE_COMMIT_WAIT_S) while another run holds the lock."""
-    cache = Cache(tmp_path, "a")
+    cache = FolderCache(tmp_path, "a")
     tx = cache.begin(RunInfo(run_id="waiter"))
     tx.stage_slot("text", slot_value(1, "text"), key={"k": 1})
     holder = cache.writer_lock("holder").acquire()
@@ -164,7 +168,7 @@ def test_commit_waits_for_the_writer_lock(tmp_path):
 
 
 def test_carry_hard_links(tmp_path):
-    cache = Cache(tmp_path, "a")
+    cache = FolderCache(tmp_path, "a")
     write_version(cache, 1)
     before = {f: os.stat(tmp_path / "a" / f).st_ino for f in os.listdir(tmp_path / "a")}
     tx = cache.begin(RunInfo(run_id="carry", extra={"marker": 1}))
@@ -192,7 +196,7 @@ def test_carry_from_a_base_replaced_meanwhile_copies_from_the_pinned_file(tmp_pa
     removed it, as GlusterFS answered in the two-host soak's burst) and the file is copied from
     the run's pinned descriptor, so its version is complete."""
     from reuse_backend.storage import fsops
-    cache = Cache(tmp_path, "a")
+    cache = FolderCache(tmp_path, "a")
     write_version(cache, 1)
     tx = cache.begin(RunInfo(run_id="late"))                 # base: version 1, pinned
     write_version(cache, 2)                                   # version 1 removed
@@ -213,7 +217,7 @@ def test_carry_from_a_base_replaced_meanwhile_copies_from_the_pinned_file(tmp_pa
 
 
 def test_restage_after_carry_does_not_touch_base(tmp_path):
-    cache = Cache(tmp_path, "a")
+    cache = FolderCache(tmp_path, "a")
     write_version(cache, 1)
     tx = cache.begin()
     tx.carry_boundary(0)
@@ -226,7 +230,7 @@ def test_restage_after_carry_does_not_touch_base(tmp_path):
 
 
 def test_carry_errors(tmp_path):
-    cache = Cache(tmp_path, "a")
+    cache = FolderCache(tmp_path, "a")
     tx = cache.begin()
     with pytest.raises(NoCommittedCacheError, match="no committed version"):
         tx.carry_slot("text")
@@ -240,7 +244,7 @@ def test_carry_errors(tmp_path):
 
 
 def test_stage_path_rules(tmp_path):
-    cache = Cache(tmp_path, "a")
+    cache = FolderCache(tmp_path, "a")
     with cache.begin() as tx:
         for bad in ("../x", "manifest.json", "STAGING.json", ".hidden", "a/b"):
             with pytest.raises((InvalidCacheNameError, TransactionError)):
@@ -264,11 +268,11 @@ def test_stage_path_rules(tmp_path):
 
 
 def _commit_in_child(root, marker):
-    write_version(Cache(root, "a"), marker)
+    write_version(FolderCache(root, "a"), marker)
 
 
 def test_snapshot_stable_across_concurrent_commit(tmp_path):
-    cache = Cache(tmp_path, "a")
+    cache = FolderCache(tmp_path, "a")
     write_version(cache, 1)
     snap = cache.snapshot()
     ctx = multiprocessing.get_context("fork")
@@ -284,7 +288,7 @@ def test_snapshot_stable_across_concurrent_commit(tmp_path):
 
 
 def test_reader_falls_back_to_old_during_commit_window(tmp_path):
-    cache = Cache(tmp_path, "a")
+    cache = FolderCache(tmp_path, "a")
     write_version(cache, 1)
     os.rename(tmp_path / "a", tmp_path / "a.old")          # as after current -> .old
     with cache.snapshot() as snap:
@@ -294,7 +298,7 @@ def test_reader_falls_back_to_old_during_commit_window(tmp_path):
 
 
 def test_recover_and_clear(tmp_path):
-    cache = Cache(tmp_path, "a")
+    cache = FolderCache(tmp_path, "a")
     write_version(cache, 1)
     (tmp_path / "a.old").mkdir()
     (tmp_path / "a.tmp").mkdir()
@@ -309,13 +313,13 @@ def test_names_and_roots(tmp_path, monkeypatch):
     for bad in ("", ".", "..", "../x", "/etc/passwd", "a/b", "a\\b", ".a", "a%2fb", "a\0b",
                 "a" * 65, "a.b", " a", "a\n"):
         with pytest.raises(InvalidCacheNameError) as ei:
-            Cache(tmp_path, bad)
+            FolderCache(tmp_path, bad)
         assert ei.value.expected and ei.value.fix
     assert roots.validate_cache_name("A-b_9") == "A-b_9"
     assert roots.validate_file_name("result.mp4") == "result.mp4"
     with pytest.raises(InvalidCacheNameError):
         roots.validate_file_name("a..b")
-    p = roots.cache_paths(tmp_path, "x")
+    p = cache_paths(tmp_path, "x")
     assert [q.name for q in (p.current, p.tmp, p.old, p.lock)] == ["x", "x.tmp", "x.old", "x.lock"]
     monkeypatch.setenv("SEEDREUSE_CACHE_ROOT", str(tmp_path / "env"))
     assert roots.resolve_root(str(tmp_path / "explicit")) == tmp_path / "explicit"
@@ -334,17 +338,17 @@ def test_cache_url_other_than_s3_is_refused(tmp_path, monkeypatch, value):
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("SEEDREUSE_CACHE_URL", value)
     with pytest.raises(InvalidRequestError) as ei:
-        roots.cache_url()
+        settings.cache_url()
     assert "s3://" in ei.value.fix and "SEEDREUSE_CACHE_ROOT" in ei.value.fix
     assert cli(["list"]) == 2 and os.listdir(tmp_path) == []
     monkeypatch.setenv("SEEDREUSE_CACHE_URL", " s3://bucket/prefix ")
-    assert roots.cache_url() == "s3://bucket/prefix"
+    assert settings.cache_url() == "s3://bucket/prefix"
     monkeypatch.setenv("SEEDREUSE_CACHE_URL", "")
-    assert roots.cache_url() is None
+    assert settings.cache_url() is None
 
 
 def test_cli(tmp_path, capsys):
-    cache = Cache(tmp_path, "a")
+    cache = FolderCache(tmp_path, "a")
     write_version(cache, 1)
     assert cli(["--root", str(tmp_path), "list"]) == 0
     assert "a " in capsys.readouterr().out
@@ -367,7 +371,7 @@ def test_cli(tmp_path, capsys):
 def test_cli_clear_respects_a_live_reader(tmp_path, capsys):
     """Issue 27: ``clear NAME --yes`` removed a cache under a live reader (the delete route and gc
     refuse); it refuses like them, with the reason, and clears once the reader is done."""
-    cache = Cache(tmp_path, "a")
+    cache = FolderCache(tmp_path, "a")
     write_version(cache, 1)
     snap = cache.snapshot()                      # an open snapshot: a live reader lease
     try:
@@ -390,7 +394,7 @@ def test_group_writable_setting_applies_to_what_a_run_creates(tmp_path, monkeypa
     monkeypatch.setenv("SEEDREUSE_GROUP_WRITABLE", "1")
     old = os.umask(0o002)
     try:
-        cache = Cache(tmp_path, "g")
+        cache = FolderCache(tmp_path, "g")
         write_version(cache, 1)
     finally:
         os.umask(old)
@@ -401,7 +405,7 @@ def test_group_writable_setting_applies_to_what_a_run_creates(tmp_path, monkeypa
     monkeypatch.delenv("SEEDREUSE_GROUP_WRITABLE")
     old = os.umask(0o002)
     try:
-        write_version(Cache(tmp_path, "p"), 1)
+        write_version(FolderCache(tmp_path, "p"), 1)
     finally:
         os.umask(old)
     assert not os.stat(tmp_path / "p").st_mode & stat_mod.S_IWGRP      # default: 0o755 / 0o644

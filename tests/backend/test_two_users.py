@@ -27,20 +27,21 @@ GID, UID_A, UID_B = 42420, 42421, 42422
 _DROP = r"""
 import json, os, signal, sys, torch
 import reuse_backend.storage.serialize, reuse_backend.store.check
-from reuse_backend.store import Cache, RunInfo
+from reuse_backend.folder.cache import FolderCache
+from reuse_backend.store.run_info import RunInfo
 gid, uid = int(os.environ["TEST_GID"]), int(os.environ["TEST_UID"])
 os.setgroups([gid]); os.setgid(gid); os.setuid(uid); os.umask(0o002)
 """
 
 _CRASHING_WRITER = _DROP + r"""
-c = Cache(sys.argv[1], "shared")
+c = FolderCache(sys.argv[1], "shared")
 tx = c.begin(RunInfo(run_id="user-a-run"))
 tx.stage_slot("text", torch.ones(4), key={}, meta={})
 os.kill(os.getpid(), signal.SIGKILL)          # crash mid-run: run lease, staging left behind
 """
 
 _COMMIT = _DROP + r"""
-c = Cache(sys.argv[1], "shared")
+c = FolderCache(sys.argv[1], "shared")
 out = {}
 try:
     tx = c.begin(RunInfo(run_id=sys.argv[2]))

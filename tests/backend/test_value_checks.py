@@ -18,7 +18,8 @@ from reuse_backend.keys import value_checks as vc
 from reuse_backend.keys.key import ReuseKey
 from reuse_backend.keys.slots import decide_slot
 from reuse_backend.storage import adapters, serialize, skeleton
-from reuse_backend.store import Cache, RunInfo
+from reuse_backend.folder.cache import FolderCache
+from reuse_backend.store.run_info import RunInfo
 
 
 class FakeClipVisionOutput:       # stands in for comfy.clip_vision.Output (an attribute bag)
@@ -203,7 +204,7 @@ def test_skeleton_keeps_dtypes_shapes_and_structure_without_data():
 # ------------------------------------------------------------------ committed slots, decisions
 
 def _committed(tmp_path, value, slot="positive", name="c"):
-    cache = Cache(tmp_path, name)
+    cache = FolderCache(tmp_path, name)
     key = ReuseKey.build("slot", {"a": 1})
     tx = cache.begin(RunInfo(run_id="r1"))
     tx.stage_slot(slot, value, key=key.to_dict(), meta={"encode_seconds": 2.0})

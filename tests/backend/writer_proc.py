@@ -28,7 +28,8 @@ import time
 
 from tests.backend.storehelp import OpHook, write_version
 
-from reuse_backend.store import Cache, RunInfo
+from reuse_backend.folder.cache import FolderCache
+from reuse_backend.store.run_info import RunInfo
 
 
 def _stop_self(where: str) -> None:
@@ -107,13 +108,13 @@ def release_paused(cache, steps: str) -> None:
     lock.heartbeat_s = 0.2
     lock.acquire()
     releasing, said_ours, mutations = [], [], []
-    real_held = lock.held
+    real_held = lock.medium.holds              # the release's look: is the lease file still ours?
 
-    def held():
+    def held(name, token):
         if releasing and "start" in wanted and not said_ours and "start" not in releasing:
             releasing.append("start")
             _stop_self("start")
-        ours = real_held()
+        ours = real_held(name, token)
         if releasing and ours:
             said_ours.append(True)
         return ours
@@ -125,7 +126,7 @@ def release_paused(cache, steps: str) -> None:
             if step in wanted:
                 _stop_self(step)
 
-    lock.held = held
+    lock.medium.holds = held
     fsops.set_hook(hook)
     outcome = {"steps": steps}
     try:
@@ -161,23 +162,23 @@ def overlap(cache, marker: int, go: str) -> None:
 
 def claim(cache, slot: str, how: str) -> None:
     import json
-    from reuse_backend.store import single_flight
+    from reuse_backend.store import claim as single_flight
     got = single_flight.claim(cache, slot, "d1", "leader", wait=0)
-    assert got.lock is not None, "the claim was taken"
-    got.lock.heartbeat_s = 0.2
+    assert got.lease is not None, "the claim was taken"
+    got.lease.heartbeat_s = 0.2
     print("claimed", flush=True)
     if how == "hold":
         while True:
             time.sleep(60)
     _stop_self("claim")
-    still = got.lock.held()
+    still = got.lease.held()
     got.release()
     print(json.dumps({"held_after_stall": still}), flush=True)
 
 
 def main(argv):
     cmd, root, name = argv[:3]
-    cache = Cache(root, name)
+    cache = FolderCache(root, name)
     if cmd == "count":
         with OpHook() as hook:
             write_version(cache, int(argv[3]))
@@ -191,7 +192,7 @@ def main(argv):
     elif cmd == "evict-pause":
         import json
         from reuse_backend.storage import fsops
-        from reuse_backend.store import evict
+        from reuse_backend.folder import evict
         fired = []
 
         def at_release(op, path):

@@ -42,7 +42,7 @@ import torch
 from seedreuse_lab import graphs, host
 from seedreuse_lab.family_graphs import IT, infinitetalk_clip, infinitetalk_segments
 from reuse_backend.media import video
-from reuse_backend.store import Cache
+from reuse_backend.folder.cache import FolderCache
 
 from ._common import executed_display, manifest, nonzero, slot_events, ui_of
 
@@ -187,7 +187,7 @@ def test_infinitetalk_segment_loop_audio_windows_and_resume(ab, talk):
     assert {n: executed_display(ra, n) for n in STOCK_ENCODERS} == dict.fromkeys(STOCK_ENCODERS, 1)
     assert executed_display(ra, IT.SEG_SAMPLER) == S
     assert set(manifest(root, "infinitetalk_segments")["slots"]) == {"positive", "clip_vision", "audio_features"}
-    with Cache(root, "infinitetalk_segments").snapshot() as snap:
+    with FolderCache(root, "infinitetalk_segments").snapshot() as snap:
         track = snap.load_slot("audio_features")            # the whole-track features A encoded
     # the real wav2vec2 base: 12 transformer layers (+ the input of the first), 768 wide, fp32 out
     assert len(track["encoded_audio_all_layers"]) == 13

@@ -36,7 +36,8 @@ from seedreuse_lab import graphs, tiny_models
 from seedreuse_lab.graphs import I2V
 from seedreuse_lab.reuse_graphs import i2v_reuse
 from reuse_backend.bucket.cache import BucketCache
-from reuse_backend.store import Cache, RunInfo
+from reuse_backend.folder.cache import FolderCache
+from reuse_backend.store.run_info import RunInfo
 
 from tests.shared_fs.env import PROFILES, SharedFSEnv
 from tests.shared_fs.harness import SharedFleet
@@ -144,7 +145,7 @@ def run_gluster(base: Path, models: Path, repeats: int, seeds, log=print) -> dic
         log(f"[bench] GlusterFS strict up in {env.timings['setup_s']} s")
         fleet = SharedFleet(env, base / "gluster-workers", models, per_host=(1, 1))
         return _fleet_hits(env, fleet, repeats, seeds, None,
-                           lambda name: _manifest(Cache(env.cache_root(), name)))
+                           lambda name: _manifest(FolderCache(env.cache_root(), name)))
 
 
 def run_rgw(base: Path, models: Path, repeats: int, sizes, seeds, log=print) -> dict:
@@ -169,7 +170,7 @@ def measure_commits(url: str, local_tier: Path, folder: Path, sizes, repeats: in
             value = torch.full(((mb << 20) // 4,), float(k + 1))      # mb MB of tensor data
             for store, into in (("bucket", bucket), ("folder", local)):
                 cache = (BucketCache(url, f"commit-{mb}mb", local_root=local_tier) if store == "bucket"
-                         else Cache(folder, f"commit-{mb}mb"))
+                         else FolderCache(folder, f"commit-{mb}mb"))
                 tx = cache.begin(RunInfo())
                 tx.stage_slot("x", value, key={"k": k})
                 t0 = time.perf_counter()
@@ -177,7 +178,7 @@ def measure_commits(url: str, local_tier: Path, folder: Path, sizes, repeats: in
                 into.append(time.perf_counter() - t0)
             del value
         BucketCache(url, f"commit-{mb}mb", local_root=local_tier).clear()
-        Cache(folder, f"commit-{mb}mb").clear()
+        FolderCache(folder, f"commit-{mb}mb").clear()
         out[mb] = {"bucket": bucket, "folder": local}
         log(f"[bench] commit of {mb} MB: bucket {fmt(bucket)}, local folder {fmt(local)}")
     return out

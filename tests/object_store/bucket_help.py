@@ -13,7 +13,7 @@ import torch
 
 from reuse_backend.bucket import client as clients, leases, location, log as commit_log
 from reuse_backend.bucket.cache import BucketCache
-from reuse_backend.store import RunInfo
+from reuse_backend.store.run_info import RunInfo
 
 from .bucket_writer import image_value, stage, text_value
 
@@ -77,10 +77,15 @@ def wait_stale(cache: BucketCache, run_id: str, bound_s: float = 90.0) -> None:
 class Writer:
     """A bucket_writer.py subprocess (``env``: its S3 settings, lease, local tier)."""
 
-    def __init__(self, env: dict, *args):
-        self.proc = subprocess.Popen([sys.executable, "-m", "tests.object_store.bucket_writer", *map(str, args)],
-                                     cwd=REPO, env={**os.environ, **env}, stdout=subprocess.PIPE,
-                                     stderr=subprocess.PIPE, text=True)
+    def __init__(self, env: dict, *args, prefix=()):
+        """``prefix``: a command the writer runs under (e.g. ``unshare --pid ...``)."""
+        self.proc = subprocess.Popen([*prefix, sys.executable, "-m", "tests.object_store.bucket_writer",
+                                      *map(str, args)], cwd=REPO, env={**os.environ, **env}, stdin=subprocess.PIPE,
+                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+    def say(self, line: str) -> None:
+        self.proc.stdin.write(line + "\n")
+        self.proc.stdin.flush()
 
     def expect(self, line: str) -> None:
         got = self.proc.stdout.readline().strip()
@@ -102,5 +107,5 @@ class Writer:
 
     def __exit__(self, *exc) -> None:
         self.kill()
-        for f in (self.proc.stdout, self.proc.stderr):
+        for f in (self.proc.stdin, self.proc.stdout, self.proc.stderr):
             f.close()

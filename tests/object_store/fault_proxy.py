@@ -56,6 +56,7 @@ class Hold:
 
     def __init__(self):
         self.arrived = threading.Event()
+        self.done = threading.Event()        # a request held before forwarding was forwarded (or dropped)
         self._go = threading.Event()
         self.forward = True
         self.target: str | None = None
@@ -114,10 +115,13 @@ class _Handler(BaseHTTPRequestHandler):
                 hold = rule.params["hold"]
                 hold.target = target
                 hold.arrived.set()
-                if hold._go.wait(HOLD_BOUND_S) and hold.forward and not proxy.closed.is_set():
-                    self._forward()
-                else:
-                    self._close()
+                try:
+                    if hold._go.wait(HOLD_BOUND_S) and hold.forward and not proxy.closed.is_set():
+                        self._forward()
+                    else:
+                        self._close()
+                finally:
+                    hold.done.set()
             elif action == "stall":
                 self._forward(stall=(rule.params["after_bytes"], rule.params["hold"]))
             elif action in ("drop", "hold"):

@@ -16,7 +16,8 @@ from reuse_backend.bucket import collect, log as commit_log
 from reuse_backend.bucket.client import NotFound
 from reuse_backend.bucket.store import BucketStore
 from reuse_backend.errors import TransactionError
-from reuse_backend.store import RunInfo, take_index
+from reuse_backend.store.run_info import RunInfo
+from reuse_backend.store import take_index
 from reuse_backend.stores import open_cache
 
 pytestmark = pytest.mark.hostfree
@@ -189,7 +190,7 @@ def test_a_run_whose_lease_was_removed_publishes_nothing(bucket_url, host_a):
     cache = BucketCache(bucket_url, "c", local_root=host_a)
     tx = cache.begin()
     tx.stage_slot("text", _value(2), key=KEY)
-    cache.client.delete(tx.lease.key)              # a collection judged it dead
+    cache.client.delete(tx.lease.path)             # a collection judged it dead
     with pytest.raises(TransactionError, match="fenced|lost"):
         tx.commit()
     staging = cache.staging_parent()
@@ -236,8 +237,7 @@ def test_a_dead_holders_claim_and_entry_are_collected_once_stale(bucket_url, hos
     assert live.publish(tx, "text")
     keys = {k: cache.keys.claim("text", k * 64) for k in "de"} | {f"{k}.entry": cache.keys.entry("text", k * 64)
                                                                 for k in "de"}
-    dead.lock._stop.set()                        # its process died: no heartbeat, no release
-    dead.lock._thread.join()
+    dead.lease.stop_heartbeat()                  # its process died: no heartbeat, no release
     collect.collect(cache)
     assert {k for k, key in keys.items() if _exists(cache, key)} == set(keys)      # not stale yet
     deadline = time.monotonic() + 60             # past its lease (5 s) and the slack (1 s)

@@ -204,7 +204,7 @@ def test_an_endpoint_that_ignores_if_none_match_is_refused_at_first_use(bucket_u
     out = subprocess.run([sys.executable, "-m", "reuse_backend", "probe", bucket_url], cwd=REPO,
                          env=dict(os.environ), capture_output=True, text=True, timeout=120)
     assert out.returncode == 1, out.stdout + out.stderr
-    assert "FAILED" in out.stdout and "create race: 8 of 8" in out.stdout and "verdict: unsafe" in out.stdout, out.stdout
+    assert "UNSAFE" in out.stdout and "create race: 8 of 8" in out.stdout and "verdict: unsafe" in out.stdout, out.stdout
     assert rule.hits >= 8                                     # the creates reached the gateway unconditioned
     with pytest.raises(UnsupportedEndpointError) as e:
         BucketCache(bucket_url, NAME, local_root=tmp_path / "h0")

@@ -3,7 +3,8 @@ typed error that names the object and the fix, nothing from it is executed or wr
 ``check`` reports it.
 
 A valid version 1 is committed first; then one hostile object is planted with the test's own
-client: the next commit record (naming keys outside the prefix or in another user's namespace,
+client (``check --repair`` then publishes version 1 again over a hostile record: what a stranger
+writes never makes repair discard an intact version): the next commit record (naming keys outside the prefix or in another user's namespace,
 objects of other content, oversized, malformed), or a data object of version 1 replaced in
 place, or a complete, valid record whose slot file is a pickle that would run a command when
 unpickled.
@@ -99,8 +100,10 @@ def test_a_hostile_commit_record_is_refused_and_reported(kind, planted, bucket_u
     err = _refused_and_reported(bucket_url, tmp_path, cache, key, "invalid_record", load=False)
     assert why in err.message and "--repair" in err.fix, err
     store = BucketStore(bucket_url, tmp_path / "checker")
-    store.check(NAME, repair=True)                       # a cleared state over it; nothing of it was used
-    assert store.check(NAME) == [] and cache.snapshot() is None
+    store.check(NAME, repair=True)                       # the intact version 1 again over it; nothing of it used
+    assert store.check(NAME) == []
+    with cache.snapshot() as snap:
+        assert snap.version == rec["manifest"]["version"] and snap.seq == 3
 
 
 @pytest.mark.parametrize("how", ["same size, other bytes", "shorter"])

@@ -31,8 +31,8 @@ def test_one_holder_per_claim_and_a_waiter_adopts_its_entry(bucket_url, tmp_path
         t.start()
     for t in ts:
         t.join()
-    holders = [i for i, g in enumerate(got) if g.lock is not None]
-    assert len(holders) == 1, [g.lock for g in got]                 # the gateway let one create win
+    holders = [i for i, g in enumerate(got) if g.lease is not None]
+    assert len(holders) == 1, [g.lease for g in got]                 # the gateway let one create win
     h = holders[0]
     assert all(g.waited_for["run_id"] in (f"run-{h}", "unknown (released just now)")
                for i, g in enumerate(got) if i != h)
@@ -48,7 +48,7 @@ def test_one_holder_per_claim_and_a_waiter_adopts_its_entry(bucket_url, tmp_path
     assert got[h].publish(tx, "text")                               # the holder's encoding, as an entry
     t.join(120)
     w = adopted["got"]
-    assert w.lock is None and w.entry is not None and w.waited_for["run_id"] == f"run-{h}"
+    assert w.lease is None and w.entry is not None and w.waited_for["run_id"] == f"run-{h}"
     assert torch.equal(w.entry.load_slot("text")["cond"], text_value(5)["cond"])
     w.close_entry()
     got[h].release()
@@ -62,7 +62,7 @@ def test_a_dead_holders_claim_is_broken_after_its_lease_and_collected(bucket_url
     with Writer(env, "claim", bucket_url, tmp_path / "holder", NAME, "text") as w:
         w.expect("claimed")
         live = cache.claim("text", "d1", "second", wait=0)         # the holder lives: its entry is adopted
-        assert live.lock is None and live.waited_for["run_id"] == "dead-holder"
+        assert live.lease is None and live.waited_for["run_id"] == "dead-holder"
         assert torch.equal(live.entry.load_slot("text")["cond"], text_value(7)["cond"])
         live.close_entry()
         w.kill()
@@ -71,7 +71,7 @@ def test_a_dead_holders_claim_is_broken_after_its_lease_and_collected(bucket_url
     claim_key, entry_key = cache.keys.claim("text", "d1"), cache.keys.entry("text", "d1")
     assert {p.path.split("/", 3)[-1] for p in found if p.code == "collectable"} >= {claim_key, entry_key}, found
     taken = cache.claim("text", "d1", "second", wait=120)           # the stale claim is taken over
-    assert taken.lock is not None and any("broke stale claim of run dead-holder" in b for b in taken.lock.broke)
+    assert taken.lease is not None and any("broke stale claim of run dead-holder" in b for b in taken.lease.broke)
     taken.release()
     store = BucketStore(bucket_url, tmp_path / "h0")
     store.check(NAME, repair=True)

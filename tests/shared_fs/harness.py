@@ -31,8 +31,12 @@ from seedreuse_lab import graphs
 from seedreuse_lab.graphs import T2V
 from seedreuse_lab.reuse_graphs import t2v_reuse
 from seedreuse_lab.worker import _quiet
+from reuse_backend import settings
 from reuse_backend.errors import ReuseError
-from reuse_backend.store import Cache, RunInfo, committed_caches, filesystems
+from reuse_backend.folder.cache import FolderCache
+from reuse_backend.store.run_info import RunInfo
+from reuse_backend.folder.layout import committed_caches
+from reuse_backend.folder import filesystems
 
 from .env import REPO_ROOT, SharedFSEnv
 
@@ -242,9 +246,10 @@ def soak_summary(r: dict) -> str:
 
 _BACKEND_FIRST_USE = """
 import json, sys
-from reuse_backend.store import Cache, RunInfo
+from reuse_backend.folder.cache import FolderCache
+from reuse_backend.store.run_info import RunInfo
 try:
-    Cache(sys.argv[1], "refused").begin(RunInfo()).discard()
+    FolderCache(sys.argv[1], "refused").begin(RunInfo()).discard()
     out = {"status": "began a transaction"}
 except Exception as e:
     out = {"status": "error", "exception_type": type(e).__module__ + "." + type(e).__name__, "message": str(e)}
@@ -255,7 +260,7 @@ print(json.dumps(out))
 def refusal_check(env: SharedFSEnv, fleet: SharedFleet, expect: str, log=print) -> dict:
     """First use of the root on each host must fail with the typed UnsupportedFilesystemError
     naming ``expect``: a ComfyUI request where the host has a worker (it must fail before
-    sampling), else the backend itself (``Cache.begin`` in a process on that host); nothing
+    sampling), else the backend itself (``FolderCache.begin`` in a process on that host); nothing
     may be published."""
     out = {"expect": expect, "requests": []}
     for i, h in enumerate(env.hosts):
@@ -279,7 +284,7 @@ def refusal_check(env: SharedFSEnv, fleet: SharedFleet, expect: str, log=print) 
                 got = json.loads(p.stdout.strip().splitlines()[-1])
             except (ValueError, IndexError):
                 got = {"status": f"rc={p.returncode}", "message": p.stderr[-1500:]}
-            rec = {"host": h.name, "via": "Cache.begin() in a process on the host", "status": got.get("status"),
+            rec = {"host": h.name, "via": "FolderCache.begin() in a process on the host", "status": got.get("status"),
                    "seconds": round(time.monotonic() - t0, 2), "exception_type": got.get("exception_type"),
                    "message": str(got.get("message"))[:1500], "sampled": 0}
         out["requests"].append(rec)
@@ -302,7 +307,7 @@ def _artifacts(total_mb: int):
 
 
 def _load_all(root: Path, name: str) -> int:
-    with Cache(root, name).snapshot() as s:
+    with FolderCache(root, name).snapshot() as s:
         vals = [s.load_slot(slot) for slot in sorted(s.manifest["slots"])]
     return len(vals)
 
@@ -312,12 +317,12 @@ def measure_io(env: SharedFSEnv, total_mb: int = 64, repeats: int = 11, log=prin
     of the same files, through each host's mount (interleaved, medians)."""
     name = "sfs-io"
     t0 = time.perf_counter()
-    with Cache(env.cache_root(env.hosts[0]), name).begin(RunInfo()) as tx:
+    with FolderCache(env.cache_root(env.hosts[0]), name).begin(RunInfo()) as tx:
         for slot, value in _artifacts(total_mb):
             tx.stage_slot(slot, value, key={"slot": slot})
         tx.commit()
     write_s = time.perf_counter() - t0
-    with Cache(env.cache_root(), name).snapshot() as s:
+    with FolderCache(env.cache_root(), name).snapshot() as s:
         total = sum(e["bytes"] for e in s.manifest["files"].values())
     out = {"bytes": total, "write_mb_s": round(total / 1e6 / write_s, 1)}
     local = Path(tempfile.mkdtemp(prefix="seedreuse-sharedfs-local-"))     # the same bytes on a local disk
@@ -339,14 +344,14 @@ def measure_io(env: SharedFSEnv, total_mb: int = 64, repeats: int = 11, log=prin
         log(f"  io on {label}: load {out[label]['load_mb_s']} MB/s vs raw {out[label]['raw_mb_s']} MB/s "
             f"(ratio {out[label]['ratio_load_vs_raw']}) over {mb:.0f} MB")
     shutil.rmtree(local, ignore_errors=True)
-    Cache(env.cache_root(env.hosts[0]), name).clear()
+    FolderCache(env.cache_root(env.hosts[0]), name).clear()
     return out
 
 
 def _commit_ms(root: Path, name: str, repeats: int) -> list[float]:
     import torch
     value = torch.zeros((1 << 20) // 4)            # 1 MB slot
-    cache, ms = Cache(root, name), []
+    cache, ms = FolderCache(root, name), []
     for k in range(repeats + 1):
         tx = cache.begin(RunInfo())
         tx.stage_slot("x", value + k, key={"k": k})
@@ -368,7 +373,7 @@ def measure_commit(env: SharedFSEnv, repeats: int = 5, log=print) -> dict:
     finally:
         import shutil
         shutil.rmtree(local, ignore_errors=True)
-    Cache(env.cache_root(env.hosts[0]), "sfs-commit").clear()
+    FolderCache(env.cache_root(env.hosts[0]), "sfs-commit").clear()
     out = {"shared_ms": round(med(shared_ms), 1), "local_ms": round(med(local_ms), 1),
            "ratio_shared_vs_local": round(med(shared_ms) / med(local_ms), 1),
            "shared_all_ms": [round(x, 1) for x in shared_ms]}
@@ -439,16 +444,16 @@ class trusted_fs:
         self.fstype = filesystems.mount_of(mount)[1]
 
     def __enter__(self):
-        self.before = os.environ.get(filesystems.ENV_TRUSTED)
-        os.environ[filesystems.ENV_TRUSTED] = self.fstype
+        self.before = os.environ.get(settings.TRUSTED_FILESYSTEM)
+        os.environ[settings.TRUSTED_FILESYSTEM] = self.fstype
         filesystems.reset_cache()
         return self
 
     def __exit__(self, *exc):
         if self.before is None:
-            os.environ.pop(filesystems.ENV_TRUSTED, None)
+            os.environ.pop(settings.TRUSTED_FILESYSTEM, None)
         else:
-            os.environ[filesystems.ENV_TRUSTED] = self.before
+            os.environ[settings.TRUSTED_FILESYSTEM] = self.before
         filesystems.reset_cache()
 
 
@@ -477,11 +482,11 @@ def run_profile(profile, out_dir: Path, models_dir: Path, *, requests: int = 8, 
         if trusted:
             override = trusted_fs(env.hosts[0].mount).__enter__()
             res["trusted"] = override.fstype
-            log(f"  refusal lifted: {filesystems.ENV_TRUSTED}={override.fstype}")
+            log(f"  refusal lifted: {settings.TRUSTED_FILESYSTEM}={override.fstype}")
         if measure:
             if refused:      # the pack's own I/O on this root only exists under the override
                 with trusted_fs(env.hosts[0].mount) as t:
-                    res["measured_with"] = f"{filesystems.ENV_TRUSTED}={t.fstype}"
+                    res["measured_with"] = f"{settings.TRUSTED_FILESYSTEM}={t.fstype}"
                     res["io"] = measure_io(env, log=log)
                     res["commit"] = measure_commit(env, log=log)
             else:
@@ -489,7 +494,7 @@ def run_profile(profile, out_dir: Path, models_dir: Path, *, requests: int = 8, 
                 res["commit"] = measure_commit(env, log=log)
         fleet = SharedFleet(env, out_dir / "workers", models_dir, per_host=(0, 1) if refused else (2, 1),
                             extra_env={**(worker_env or {}),
-                                       **({filesystems.ENV_TRUSTED: override.fstype} if override else {})})
+                                       **({settings.TRUSTED_FILESYSTEM: override.fstype} if override else {})})
         try:
             fleet.start()
             log(f"  started {len(fleet.workers)} workers in {fleet.start_seconds} s")

@@ -32,7 +32,7 @@ from reuse_backend.bucket.local_tier import LocalTier
 from reuse_backend.bucket.location import parse
 from reuse_backend.bucket.store import BucketStore
 from reuse_backend.errors import ReuseError
-from reuse_backend.store.cache import default_lease_s
+from reuse_backend import settings
 from reuse_backend.stores import open_cache
 
 TICK_S = 0.01
@@ -127,7 +127,7 @@ class BucketView:
     def settle(self, names, log=print) -> dict:
         """Once no run is active: wait until every lease left in the bucket has expired (dead runs'),
         then one collection per cache (``check --repair``); what it removed, and what is left."""
-        lease_s = default_lease_s()
+        lease_s = settings.lease_s()
         t0, deadline = time.monotonic(), time.monotonic() + 2 * lease_s + 15
         live = self._live(names, lease_s)
         while live and time.monotonic() < deadline:

@@ -2,7 +2,7 @@
 
 The serial chain of tests/soak/soak.py checks one request at a time against its model; a burst
 sends several requests at the same moment, one or more per worker, and checks what the contract
-promises for concurrent use (store/commit.py, rebase.py, single_flight.py):
+promises for concurrent use (folder/commit.py, store/rebase.py, store/claim.py):
 
 * encoder cache: three requests with a new text (the same key) and, when a text is committed,
   one with that text that fails after sampling (an injected fault; a hit, or a miss when a

@@ -8,7 +8,7 @@ requests that must become takes commit from both hosts, and the victim runs on t
 
 The victim is held in its slow node after its last segment (Segment Loop End -> Prefix Merge:
 every boundary and chunk staged under its run lease, nothing committed) and its worker is
-SIGKILLed there. Who recovers its staging (store/run_lease.py, lease_judge.py):
+SIGKILLed there. Who recovers its staging (folder/run_lease.py, store/lease.py):
 
 * a run or a ``check --repair`` on the victim's own host, right away: its hostname is the
   lease's and its pid namespace the same, so the dead pid proves the owner dead. On the two-host
@@ -138,7 +138,7 @@ def settle(soak, v: dict, others: list) -> list[str]:
         recovered = f"{left_files}, recovered by {who} (repaired {sorted(set(fixed))})"
     else:
         # a commit on the victim's host after the kill recovered it under the writer lock
-        # (store/commit.py): no other host could have (its lease was live for them)
+        # (folder/commit.py): no other host could have (its lease was live for them)
         recovered = f"nothing: a commit from {host} after the kill recovered its staging"
     v["report"] = {"worker": w.name, "host": host, "trigger": info.get("trigger"), "at_kill": info.get("fs_state"),
                    "left": sorted({p.code for p in left}), "left_files": left_files, "recovered": recovered}

@@ -2,7 +2,7 @@
 kill triggers.
 
 ``FolderView`` is the folder side of the soak's store view (``BucketView`` in bucket_view.py is the
-bucket side): the committed manifest (``Cache.snapshot``), a committed file, ``check`` and what a
+bucket side): the committed manifest (``FolderCache.snapshot``), a committed file, ``check`` and what a
 kill may leave (``REPAIRABLE``: stale staging, a dead owner's lock, ``.old``; the next writer's
 recovery removes it), the dead writer's lock, what is on disk at a kill, and what is left behind
 (``<name>.*`` beside a cache). ``CommitWatch`` kills a run at a commit phase it sees on disk:
@@ -20,9 +20,9 @@ import struct
 import time
 from pathlib import Path
 
-from reuse_backend.store import Cache
-from reuse_backend.store.check import REPAIRABLE, check
-from reuse_backend.store.lock import read_lock
+from reuse_backend.folder.cache import FolderCache
+from reuse_backend.folder.check import REPAIRABLE, check
+from reuse_backend.folder.lease_files import read_lease as read_lock
 
 
 class FolderView:
@@ -32,7 +32,7 @@ class FolderView:
     garbage: frozenset = frozenset()   # what waits for a later collection (none: a commit cleans up)
     kills_linger = False        # what a killed run left is recovered by the next commit: nothing may stay
     remote_kill_leftovers = {"stale_tmp"}   # a run killed on another host: its staging stays live
-    # for check() here until its run lease expires (store/run_lease.py)
+    # for check() here until its run lease expires (folder/run_lease.py)
 
     def __init__(self, root):
         self.root = Path(root)
@@ -45,7 +45,7 @@ class FolderView:
         return FolderView(root)
 
     def snapshot(self, name: str):
-        return Cache(self.root, name).snapshot()
+        return FolderCache(self.root, name).snapshot()
 
     def copy(self, name: str, fname: str, dest) -> None:
         shutil.copyfile(self.root / name / fname, dest)   # serial: nobody writes now; the caller checks its sha

@@ -286,7 +286,7 @@ def slot_actions(res, nodes: dict) -> dict:
 def adopted(res, slot: str) -> bool:
     """``slot`` was staged from another run's published single-flight encoding of the same key
     (reused, its reason naming single flight): in the serial chain, an entry that a run killed
-    after encoding left (it stays usable while its claim is live: store/single_flight.py)."""
+    after encoding left (it stays usable while its claim is live: store/claim.py)."""
     return any(e["data"].get("slot") == slot and e["data"].get("action") == "reused"
                and "single flight" in str(e["data"].get("reason", "")) for e in res.events
                if e.get("type") == "seedreuse.slot" and isinstance(e.get("data"), dict))
@@ -1158,7 +1158,7 @@ class Soak:
         self.c["objects_left_by_kills"] += len(left)
         step.notes.append(f"left behind: {left}")
         if self.fleet.host_of(w) != socket.gethostname():
-            # the killed run's staging under its run lease (store/run_lease.py): check() here
+            # the killed run's staging under its run lease (folder/run_lease.py): check() here
             # calls it live until its lease expires, then stale; the next request from its own
             # host (a follow-up, below) proves the owner dead and removes it
             m.leftovers |= self.store.remote_kill_leftovers

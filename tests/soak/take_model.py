@@ -38,7 +38,10 @@ import numpy as np
 
 from reuse_backend.media import segments as segmod
 from reuse_backend.media import video
-from reuse_backend.media.segment_takes import DEFAULT_KEEP, ENV_KEEP
+from reuse_backend import settings
+from reuse_backend.media.segment_takes import DEFAULT_KEEP
+
+ENV_KEEP = settings.KEEP_TAKES
 from reuse_backend.store.take_index import MAX_TAKES, TAIL_BOUNDARY
 
 VARIANTS = ("extend", "longest", "from_take")

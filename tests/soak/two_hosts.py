@@ -408,10 +408,11 @@ def probe_primitives(env: TwoHostEnv) -> list[dict]:
 _PACK_SCRIPT = r"""
 import json, os, sys, time
 import torch
-from reuse_backend.store import Cache, RunInfo
+from reuse_backend.folder.cache import FolderCache
+from reuse_backend.store.run_info import RunInfo
 from reuse_backend.errors import ReuseError
 root, name, action = sys.argv[1], sys.argv[2], sys.argv[3]
-c = Cache(root, name)
+c = FolderCache(root, name)
 out = {{"host": os.uname().nodename}}
 try:
     if action == "commit":

@@ -13,6 +13,7 @@ import av
 import numpy as np
 
 from ...errors import PreviousResultError
+from ...storage import fsops
 from .frames import CHUNK_PARAMS, DEFAULT_CRF, DEFAULT_PRESET, DEFAULT_THREADS, _TAG, _bad, _fps, _is_torch, _iter_u8, _open
 from .probe import ChunkInfo, probe
 
@@ -25,14 +26,15 @@ def _temp_next_to(path, suffix: str = ".tmp") -> str:
 
 
 def _finish(out_path, write) -> None:
-    """``write(tmp)`` to a unique temp next to out_path, then rename it into place."""
+    """``write(tmp)`` to a unique temp next to out_path, fsync it, then rename it into place (through
+    the store's hook point: a file in a run's staging is part of the lifecycle)."""
     tmp = _temp_next_to(out_path)
     try:
         write(tmp)
-        os.replace(tmp, os.fspath(out_path))
+        fsops.fsync_file(tmp)
+        fsops.rename(tmp, os.fspath(out_path))
     finally:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
+        fsops.unlink(tmp, missing_ok=True)
 
 
 def _encoded(out, frames, fps, crf, preset, threads, params):

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import itertools
 import logging
-import os
 import time
 from contextlib import ExitStack
 from dataclasses import dataclass, field
@@ -12,6 +11,7 @@ from fractions import Fraction
 
 import av
 
+from ...storage import fsops
 from ...errors import PreviousResultError, ReuseError
 from .frames import _REORDER_WINDOW, _bad, _fps, _open, _sha, _short, _ts, iter_frames
 from .probe import VideoInfo, probe
@@ -212,8 +212,7 @@ def merge(out_path, *, chunks, prefix_source=None, prefix_frames: int = 0, audio
         _finish(out_path, write)
     finally:
         for t in temps:
-            if os.path.exists(t):
-                os.unlink(t)
+            fsops.unlink(t, missing_ok=True)
     return MergeReport(frames=sum(n for _, n in pieces), prefix_mode=mode,
                        seconds=time.perf_counter() - t0, keyframes=sorted(keyframes),
                        warnings=warnings)

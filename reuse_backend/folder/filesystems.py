@@ -30,9 +30,9 @@ import os
 import re
 import threading
 
+from .. import settings
 from ..errors import UnsupportedFilesystemError
 
-ENV_TRUSTED = "SEEDREUSE_TRUSTED_FILESYSTEM"
 
 
 class Refusal(str):
@@ -131,7 +131,7 @@ def _gluster_problem(mountpoint: str) -> Refusal | None:
     if argv is None:
         return Refusal(f"cannot see the GlusterFS client of {mountpoint} from here, so its options cannot be "
                        f"verified (once `python -m reuse_backend probe` with --peer says safe, "
-                       f"{ENV_TRUSTED}=fuse.glusterfs lifts this)", fix)
+                       f"{settings.TRUSTED_FILESYSTEM}=fuse.glusterfs lifts this)", fix)
     missing = [flag for flag in GLUSTER_CLIENT_FLAGS if flag not in argv]
     if missing:
         return Refusal(f"GlusterFS client options {missing} are not set for {mountpoint}: with client caching "
@@ -142,7 +142,7 @@ def _gluster_problem(mountpoint: str) -> Refusal | None:
             text = f.read()[-4_000_000:]
     except OSError:
         return Refusal(f"cannot read the GlusterFS client log {log} to verify the volume options (once "
-                       f"`python -m reuse_backend probe` with --peer says safe, {ENV_TRUSTED}=fuse.glusterfs "
+                       f"`python -m reuse_backend probe` with --peer says safe, {settings.TRUSTED_FILESYSTEM}=fuse.glusterfs "
                        "lifts this)", fix)
     graph = text.rsplit("Final graph:", 1)
     if len(graph) < 2:
@@ -183,7 +183,7 @@ def _moosefs_problem(mountpoint: str) -> Refusal | None:
     params = _moosefs_params(mountpoint)
     if params is None:
         return Refusal(f"cannot read {mountpoint}/.params, so the MooseFS mount options cannot be verified (once "
-                       f"`python -m reuse_backend probe` with --peer says safe, {ENV_TRUSTED}=<fstype> lifts "
+                       f"`python -m reuse_backend probe` with --peer says safe, {settings.TRUSTED_FILESYSTEM}=<fstype> lifts "
                        "this)", fix)
     missing = []
     for opt in MOOSEFS_CLIENT_OPTIONS:
@@ -208,7 +208,7 @@ def _is_moosefs(fstype: str, source: str) -> bool:
 def policy_problem(path) -> Refusal | None:
     """Why the store must not run on ``path``'s filesystem, or None."""
     mp, fstype, source = mount_of(path)
-    if os.environ.get(ENV_TRUSTED) == fstype:
+    if settings.trusted_filesystem() == fstype:
         return None
     if _is_moosefs(fstype, source):
         return _moosefs_problem(mp)
@@ -246,7 +246,7 @@ def check_root(root) -> None:
             with _guard:
                 _mounts[mkey] = hit
     mp, fstype, source = hit
-    key = (mp, fstype, source, os.environ.get(ENV_TRUSTED))
+    key = (mp, fstype, source, settings.trusted_filesystem())
     with _guard:
         if key not in _checked:
             _checked[key] = policy_problem(root)

@@ -1,4 +1,4 @@
-"""Reading one committed version: never a mix of two, never a file outside the version.
+"""Reading one committed version of a folder: never a mix of two, never a file outside the version.
 
 A reader opens the version directory once (``current``, or ``.old`` inside a commit window)
 and reads every file relative to that directory fd; it also keeps every file of the version
@@ -6,10 +6,11 @@ open, so a snapshot stays readable (and unchanged) even when a later commit rena
 removes its directory. A file that vanishes while the version is being opened means either
 a concurrent commit (retry, bounded) or corruption (the directory is still the current one).
 
-Loads are bounded before any byte is read: by the manifest's sizes, by the cache's byte
-budget, by the memory this machine has available, and by the file's allocated size (a
-sparse file claiming gigabytes of zeros is refused: ``SEEDREUSE_ALLOW_SPARSE=1`` lifts that
-check for filesystems that compress transparently).
+Loads are bounded before any byte is read (store/snapshot.py): by the manifest's sizes, by the
+load bound of a version, by the memory this machine has available, and by the file's allocated
+size (a sparse file claiming gigabytes of zeros is refused: ``SEEDREUSE_ALLOW_SPARSE=1`` lifts
+that check for filesystems that compress transparently). A carry (``carry``) links a file from the
+pinned directory, or copies it from its pinned descriptor when the version was removed meanwhile.
 
 What this does not guarantee: a reader on a network filesystem whose client caches directory
 entries (see docs/SHARED_FILESYSTEMS.md) may open the previous version after a commit on
@@ -18,28 +19,22 @@ another host; the version it opens is still complete and consistent.
 from __future__ import annotations
 
 import errno
-import json
 import logging
 import os
 import stat
 import time
 
-from ..errors import CorruptCacheError, NoCommittedCacheError, TransactionError
-from ..storage import fsops, serialize, skeleton
-from ..storage.pinned_file import open_pinned
-from . import manifest as mf
-from .file_checks import check_loadable, corrupt, sha256_fd
-from . import take_index
+from ..errors import CorruptCacheError
+from ..storage import fsops
+from ..store import manifest as mf, take_index
+from ..store.file_checks import check_version_size, corrupt
+from ..store.snapshot import Snapshot, close_quietly as _close
+from . import usage
 
 log = logging.getLogger("seedreuse")
-
-
-def _close(fd: int) -> None:
-    """Every descriptor the reader holds is read-only: a close error loses nothing (see
-    fsops.close_read_only) and must neither stop the other closes nor fail a finished read."""
-    e = fsops.close_read_only(fd)
-    if e is not None:
-        log.debug("closing a cache file after reading it: %s (ignored: nothing was lost)", e)
+# what a link from a version that was removed meanwhile fails with: ENOENT, or ESTALE on a
+# network filesystem whose other client removed it (seen on GlusterFS)
+_GONE = {errno.ENOENT, errno.ESTALE}
 
 
 class _Retry(Exception):
@@ -80,14 +75,13 @@ def read_manifest_at(dfd: int, name: str) -> dict:
 
 
 class VersionReader:
-    """Opens the committed version of one cache as a pinned :class:`Snapshot`."""
+    """Opens the committed version of one cache as a pinned :class:`FolderSnapshot`."""
 
     def __init__(self, cache):
         self.cache = cache
         self.name, self.paths = cache.name, cache.paths
-        self.max_total_bytes = cache.max_total_bytes
 
-    def open(self, retries: int = 20, delay: float = 0.05) -> Snapshot | None:
+    def open(self, retries: int = 20, delay: float = 0.05) -> FolderSnapshot | None:
         """The committed version (one version, never a mix), or None when never committed."""
         nones, last = 0, None
         for _ in range(max(retries, 2) + 1):
@@ -144,21 +138,18 @@ class VersionReader:
                 raise
         return None, None, None
 
-    def _snapshot_once(self) -> Snapshot | None:
+    def _snapshot_once(self) -> FolderSnapshot | None:
         source, path, dfd = self._open_version()
         if dfd is None:
             return None
         return self._snapshot_at(dfd, source, path)
 
-    def _snapshot_at(self, dfd: int, source: str, path) -> Snapshot:
+    def _snapshot_at(self, dfd: int, source: str, path) -> FolderSnapshot:
         """The Snapshot of the version directory open at ``dfd`` (which it then owns)."""
         fds: dict[str, int] = {}
         try:
             m = self._read_manifest(dfd, source, path)
-            total = sum(e["bytes"] for e in m["files"].values())
-            if total > self.max_total_bytes:
-                raise corrupt(self.name, "is larger than the cache budget",
-                               expected=f"<= {self.max_total_bytes} bytes", actual=f"{total} bytes")
+            check_version_size(self.name, m)
             damaged: dict[str, str] = {}
             for fname, entry in m["files"].items():
                 try:
@@ -169,7 +160,7 @@ class VersionReader:
                     # damage in an older kept take disables that take only (segment_takes):
                     # the slots, the latest take and the other takes stay usable
                     damaged[fname] = e.message
-            snap = Snapshot(self.cache, dfd, m, fds, source, damaged)
+            snap = FolderSnapshot(self.cache, dfd, m, fds, source, damaged)
             dfd, fds = None, {}
             return snap
         finally:
@@ -236,140 +227,54 @@ def open_version_dir(cache, path, *, source: str = "dir"):
     return VersionReader(cache).open_dir(path, source)
 
 
-class Snapshot:
-    """One committed version, pinned: every file stays open until close()."""
+class FolderSnapshot(Snapshot):
+    """A folder version: its directory and every file pinned by descriptor. A reader's snapshot
+    holds a reader lease (readers.py) until closed, and its first load records a use of the cache
+    (the version directory's mtime, usage.py)."""
 
     def __init__(self, cache, dfd: int, manifest: dict, fds: dict, source: str, damaged=None):
-        self.cache, self.manifest, self.source = cache, manifest, source
-        self._dfd, self._fds = dfd, fds
-        self.damaged: dict[str, str] = dict(damaged or {})   # older-take file -> why it is unusable
-
-    @property
-    def version(self) -> str:
-        return self.manifest["version"]
-
-    @property
-    def name(self) -> str:
-        return self.cache.name
-
-    def slot_entry(self, slot: str) -> dict | None:
-        e = self.manifest["slots"].get(slot)
-        return json.loads(json.dumps(e)) if e is not None else None
-
-    def boundary_indices(self) -> list[int]:
-        return sorted(int(i) for i in self.manifest["boundaries"])
-
-    def section(self, name: str) -> dict | None:
-        s = self.manifest["sections"].get(name)
-        return json.loads(json.dumps(s)) if s is not None else None
-
-    def has_file(self, fname: str) -> bool:
-        return fname in self.manifest["files"]
-
-    def dir_fd(self) -> int:
-        """The pinned version directory (a carry links from it, staged.py)."""
-        if self._dfd is None:
-            raise TransactionError("snapshot is closed", expected="an open snapshot",
-                                   actual="closed", fix="take a new snapshot")
-        return self._dfd
-
-    def pinned_fd(self, fname: str) -> int:
-        """The open descriptor of one file of this version (valid until close())."""
-        return self._fd(fname)
+        super().__init__(cache, manifest, fds, source, damaged)
+        self._dfd = dfd
+        self.lease = None            # its reader lease (readers.open_leased), None for a writer's base
 
     def _fd(self, fname: str) -> int:
         if self._dfd is None:
-            raise TransactionError("snapshot is closed", expected="an open snapshot",
-                                   actual="closed", fix="take a new snapshot")
-        if fname not in self._fds:
-            raise NoCommittedCacheError(f"cache '{self.name}' has no file '{fname}'",
-                                        expected=fname, actual=sorted(self._fds),
-                                        fix="run once without reuse so the cache holds it")
-        return self._fds[fname]
+            raise self._closed()
+        return super()._fd(fname)
 
-    def open_file(self, fname: str):
-        """An independent read-only binary file object on one file of this version: reads go
-        through the pinned fd with pread at the object's own offset (no second open, which on
-        a network filesystem is a server round trip and could resolve the name to a newer
-        file). Valid until this snapshot is closed."""
-        fd = self._fd(fname)
-        return open_pinned(fd, lambda: self._fds.get(fname) == fd)
+    def dir_fd(self) -> int:
+        """The pinned version directory (a carry links from it)."""
+        if self._dfd is None:
+            raise self._closed()
+        return self._dfd
 
-    def file_hash_ok(self, fname: str) -> bool:
-        return sha256_fd(self._fd(fname)) == self.manifest["files"][fname]["sha256"]
+    def _loaded(self) -> None:
+        if self.lease is not None and self._dfd is not None:     # a load that served a hit is a use
+            usage.touch_version(self._dfd, self.name)
 
-    def _load(self, fname: str, verify: bool | None):
-        # Structural validation (sizes, dtypes, shapes, offsets) always runs while loading;
-        # the sha256 pass is a second read of the file, so by default it is left to check()
-        # (SEEDREUSE_VERIFY_ON_LOAD=1 turns it on for every load).
-        if verify is None:
-            verify = os.environ.get("SEEDREUSE_VERIFY_ON_LOAD") == "1"
-        if verify and not self.file_hash_ok(fname):
-            raise corrupt(self.name, f"{fname} does not match its recorded sha256",
-                           expected=self.manifest["files"][fname]["sha256"], actual="other content")
-        return self._read(fname, serialize.load_value)
-
-    def _read(self, fname: str, read):
-        """``read(file, max_bytes=...)`` on one file of this version, bounded before any byte is
-        read (check_loadable); its CorruptCacheError names this cache and file."""
-        check_loadable(self.name, fname, os.fstat(self._fd(fname)))
-        with self.open_file(fname) as f:
-            try:
-                return read(f, max_bytes=self.manifest["files"][fname]["bytes"])
-            except CorruptCacheError as e:
-                raise corrupt(self.name, f"{fname}: {e.message}", expected=e.expected,
-                               actual=e.actual) from None
-
-    def _load_listed(self, table: str, key: str, what: str, fix: str, verify: bool | None):
-        """The value file the manifest's ``table`` ("slots" or "boundaries") lists under ``key``;
-        NoCommittedCacheError (``what`` is missing, with what the version has) when none."""
-        e = self.manifest[table].get(key)
-        if e is None:
-            have = self.boundary_indices() if table == "boundaries" else sorted(self.manifest[table])
-            raise NoCommittedCacheError(f"cache '{self.name}' has no {what}", expected=what,
-                                        actual=f"{table} {have}", fix=fix)
-        return self._load(e["file"], verify)
-
-    def load_slot(self, slot: str, *, verify: bool | None = None):
-        return self._load_listed("slots", slot, f"slot '{slot}'", "run once with this slot so the cache holds it",
-                                 verify)
-
-    def load_boundary(self, i: int, *, verify: bool | None = None):
-        return self._load_listed("boundaries", str(int(i)), f"boundary {i}",
-                                 "reuse fewer prefix segments, or rerun without reuse", verify)
-
-    def load_file_value(self, fname: str, *, verify: bool | None = None):
-        """A value file of this version that is neither a slot nor a boundary (e.g. a kept
-        take's boundary); the same bounds and validation as load_boundary."""
-        return self._load(fname, verify)
-
-    def verify_hashes(self) -> list[str]:
-        """Problems (one line each) for files whose content does not match the manifest."""
-        return [f"{fname}: sha256 mismatch" for fname in sorted(self._fds)
-                if not self.file_hash_ok(fname)]
-
-    def close(self) -> None:
-        fds, self._fds = self._fds, {}
-        for fd in fds.values():
-            _close(fd)
+    def _release(self) -> None:
         if self._dfd is not None:
             _close(self._dfd)
             self._dfd = None
+        lease, self.lease = self.lease, None
+        if lease is not None:
+            lease.release()
 
-    def __enter__(self) -> Snapshot:
-        return self
 
-    def __exit__(self, *exc) -> None:
-        self.close()
-
-    def __del__(self):  # pragma: no cover - a forgotten snapshot must not leak fds
-        try:
-            self.close()
-        except OSError as e:
-            log.debug("closing a forgotten snapshot: %s", e)
-
-    def validate_file(self, fname: str):
-        """Cheap structural check of one value file (slot or boundary): the header and the value
-        structure are validated as a load would, without reading tensor data. Returns the value
-        with shape-only (meta) tensors; CorruptCacheError (same messages as a load) otherwise."""
-        return self._read(fname, skeleton.load_skeleton)
+def carry(staged, fname: str, source: FolderSnapshot, src: str) -> dict:
+    """Make file ``src`` of the committed version ``source`` the file ``fname`` of ``staged``: a hard
+    link from its pinned directory, or a copy from its pinned descriptor when that version was
+    removed meanwhile (another run's commit, an eviction). The entry (size, sha256) is the
+    source's; the size is checked."""
+    entry = dict(source.manifest["files"][src])
+    fd = source.pinned_fd(src)
+    staged.drop(fname)
+    try:
+        size = staged.dir.link_from(fname, source.dir_fd(), src)
+    except OSError as e:
+        if e.errno not in _GONE or not staged.dir.in_place():
+            raise
+        size = staged.dir.copy_from_fd(fname, fd)
+    if size != entry["bytes"]:
+        raise corrupt(staged.cache_name, f"carried {fname} has the wrong size", expected=entry["bytes"], actual=size)
+    return staged.add_carried(fname, entry)

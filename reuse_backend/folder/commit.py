@@ -1,15 +1,12 @@
-"""The commit of a run (Transaction.commit): the writer lock for the critical section only.
+"""The commit of a run on a folder (``FolderCache.publish``): the writer lock for the critical section only.
 
 Runs stage side by side under their own leases (run_lease.py); a commit takes the writer lock,
 waiting at most ``SEEDREUSE_COMMIT_WAIT_S`` (default: the lease plus 60 s: another commit takes
 seconds, a dead committer's lock is broken once its owner is provably dead or past its lease),
-finishes a crashed commit (recovery), rebases onto what committed meanwhile (rebase.py), then
-publishes with the numbered invariants below. The lock is released in any case (Transaction).
-
-Invariant (concurrent commits): the commits of overlapping runs are serialized by the writer
-lock; each re-reads the current version under it, so the last commit is current and none
-overwrites another's take list with a stale copy. Correctness never depends on the lock alone:
-every step is also fenced by the run's lease and its staging directory (transaction.py).
+finishes a crashed commit (recovery), rebases onto what committed meanwhile (store/rebase.py),
+then publishes: the manifest written last, the previous version moved aside whole and the staging
+renamed into place, ``.old`` removed last. The lock is released in any case. How each step keeps
+the invariants of docs/ARCHITECTURE.md is said where it is enforced (Invariant 1-4 below).
 """
 from __future__ import annotations
 
@@ -17,39 +14,32 @@ import logging
 import os
 import time
 
+from .. import settings
 from ..errors import CacheBusyError, CorruptCacheError, TransactionError
 from ..storage import fsops
-from . import env_settings, evict, manifest as mf
-from . import rebase, recovery
+from ..store import manifest as mf
+from ..store.rebase import rebase_if_changed
+from . import evict, recovery
 
 log = logging.getLogger("seedreuse")
 
-ENV_COMMIT_WAIT = "SEEDREUSE_COMMIT_WAIT_S"
-
-
-def commit_wait_s(lease_s: float) -> float:
-    """How long a commit waits for the writer lock: ``SEEDREUSE_COMMIT_WAIT_S`` or the lease plus
-    60 s (a dead committer's lock is broken after its lease; a live commit takes seconds)."""
-    return env_settings.seconds(ENV_COMMIT_WAIT, lease_s + 60.0)
-
-
 def take_lock(tx) -> None:
-    """The writer lock, waiting at most commit_wait_s(): a commit of another run takes
+    """The writer lock, waiting at most settings.commit_wait_s(): a commit of another run takes
     seconds; a dead committer's lock is broken once provably dead or past its lease. What was
     broken on the way, by this run or by another one meanwhile, goes to ``tx.recovered``."""
-    wait = commit_wait_s(tx.cache.lease_s)
+    wait = settings.commit_wait_s(tx.cache.lease_s)
     deadline, delay = time.monotonic() + wait, 0.02
     while True:
         lock = tx.cache.writer_lock(tx.run.run_id)
         try:
-            tx.commit_lock = evict.retry_when_full(tx.cache, lock.acquire, during="take the writer lock")
+            tx.writer_lock = evict.retry_when_full(tx.cache, lock.acquire, during="take the writer lock")
             return
         except CacheBusyError as e:
             if time.monotonic() >= deadline:
                 raise CacheBusyError(
                     f"cache '{tx.cache.name}': run {tx.run.run_id} waited {wait:g} s to commit and the "
                     f"writer lock is still held: {e.message}", expected="the writer lock within the wait",
-                    actual=e.actual, fix=f"raise {ENV_COMMIT_WAIT} (seconds) if commits take that long; "
+                    actual=e.actual, fix=f"raise {settings.COMMIT_WAIT_S} (seconds) if commits take that long; "
                     f"{e.fix}", details=e.details) from None
         finally:
             tx.recovered += [b for b in lock.broke if b not in tx.recovered]
@@ -59,41 +49,34 @@ def take_lock(tx) -> None:
         delay = min(delay * 1.5, 0.5)
 
 
-def release_lock(tx) -> None:
-    lock, tx.commit_lock = tx.commit_lock, None
-    if lock is not None:
-        try:
-            lock.release()
-        except OSError as e:
-            tx.warnings.append(f"lock release: {e}")
-            log.warning("could not release the writer lock of cache '%s': %s", tx.cache.name, e)
-
-
-def rebase_if_changed(tx) -> None:
-    """Under the writer lock: finish a crashed commit (recovery), then, when another run
-    committed since this one began, rebase onto the current version (rebase.py)."""
-    tx.recovered += recovery.recover_locked(tx.cache.root, tx.cache.name, tx.cache.paths,
-                                              tx.cache.lease_s)
+def rebase_on_current(tx) -> None:
+    """Under the writer lock: finish a crashed commit (recovery), then, when another run committed
+    since this one began, rebase onto the current version (Invariant 3)."""
+    tx.recovered += recovery.recover_locked(tx.cache.root, tx.cache.name, tx.cache.paths, tx.cache.lease_s)
     try:
         current = tx.cache.snapshot(lease=False)
     except CorruptCacheError as e:      # a broken version is replaced, never merged
         log.warning("%s", e)
         current = None
     try:
-        was = tx.base.version if tx.base is not None else None
-        if (current.version if current is not None else None) != was:
-            tx.rebased = rebase.rebase(tx, current)
-            tx.warnings.append(tx.rebased)
-            log.info("cache '%s', run %s: %s", tx.cache.name, tx.run.run_id, tx.rebased)
+        rebase_if_changed(tx, current, tx.base.version if tx.base is not None else None)
     finally:
         if current is not None:
             current.close()
 
 
 def publish(tx) -> str:
-    """The commit of ``tx`` (a Transaction) after its first fence (Transaction.commit): staged
-    files durable, writer lock, recovery, rebase when the base changed, then the numbered
-    invariants."""
+    """The commit of ``tx`` after its first fencing check (Transaction.commit): staged files
+    durable, writer lock, recovery, rebase when the base changed, publish. The writer lock is
+    released in any case."""
+    try:
+        return _publish(tx)
+    except BaseException:
+        tx.release_writer_lock()     # never an exception that leaves the lock held
+        raise
+
+
+def _publish(tx) -> str:
     staged = tx.staged
     try:
         # Invariant 1: every file the manifest names is durable before the manifest exists. The
@@ -104,17 +87,17 @@ def publish(tx) -> str:
         with tx.explaining("make the staged files durable"):
             staged.make_durable()
         take_lock(tx)
-        tx.fence("commit")
-        rebase_if_changed(tx)
+        tx.check_owned("commit")
+        rebase_on_current(tx)
         m = staged.manifest(tx.run)
         data = mf.dumps(m)
-        # Invariant 2: the manifest is written last, atomically (temp + fsync + rename + fsync).
+        # Invariant 1: the manifest is written last, atomically (temp + fsync + rename + fsync).
         with tx.explaining("write the manifest"):
             evict.retry_when_full(tx.cache, lambda: fsops.write_file_atomic(
                 staged.file_path(mf.MANIFEST), data, tx.cache.file_mode))
             fsops.fsync_dir(staged.path)
-        # Invariant 3 (fencing): lease and writer lock still ours, our staging still in place.
-        tx.fence("commit")
+        # Invariant 4 (fencing): run lease and writer lock still ours, our staging still in place.
+        tx.check_owned("commit")
         owner = tx.staging_owner()
         if owner.get("run_id") != tx.run.run_id:
             tx.state = "fenced"
@@ -129,27 +112,27 @@ def publish(tx) -> str:
         if os.path.lexists(p.current):
             st = os.lstat(p.current)
             prev_id = (st.st_dev, st.st_ino)
-            # Invariant 4: the previous version moves aside whole; readers fall back to .old.
+            # Invariant 2: the previous version moves aside whole; readers fall back to .old.
             fsops.rename(p.current, p.old)
             moved = True
-        # Fencing, 2: our staging has a name only we use; if the next owner moved it away,
+        # Invariant 4: our staging has a name only we use; if the next owner moved it away,
         # this rename fails (ENOENT) instead of publishing somebody else's staging.
         fsops.rename(staged.path, p.current)
     except BaseException as e:
         err = tx.explain(e, "commit") if isinstance(e, OSError) else e   # fenced / full
         tx.state = "fenced" if tx.state == "fenced" else "failed"
         if moved:
-            try:   # Invariant 5: a commit that fails between the renames restores the previous
+            try:   # Invariant 1: a commit that fails between the renames restores the previous
                 fsops.rename(p.old, p.current)
             except OSError as e2:   # recovery restores it (current missing + .old present)
                 log.warning("could not restore %s: %s", p.old, e2)
         if err is not e:
             raise err from e
         raise
-    # Invariant 6: from here the new version is current; cleanup failures cannot unpublish it.
+    # Invariant 1: from here the new version is current; cleanup failures cannot unpublish it.
     tx.state, tx.version = "committed", m["version"]
     steps = [lambda: fsops.fsync_dir(tx.cache.root)]
-    if moved:   # Invariant 7: .old is removed last, only once the new version is durable,
+    if moved:   # Invariant 2: .old is removed last, only once the new version is durable,
         # and only when it is still the directory this commit moved there
         steps += [lambda: _remove_old(tx, prev_id), lambda: fsops.fsync_dir(tx.cache.root)]
     for step in steps:

@@ -17,15 +17,15 @@ siblings ``.tmp``/``.old``/``.lock``/lock temp files nor one of the folders abov
 """
 from __future__ import annotations
 
-import errno
 import logging
 import os
 import uuid
 from pathlib import Path
 
+from .. import settings
 from ..storage import fsops
-from . import readers, roots, usage
-from .lock import BROKEN_TAG, NEW_TAG, RELEASE_TAG
+from . import readers, usage
+from .layout import cache_of
 
 log = logging.getLogger("seedreuse")
 
@@ -65,7 +65,7 @@ def move_out(root, name: str, current: Path) -> Path:
         except FileNotFoundError:
             if attempt == 4 or not os.path.lexists(current):
                 raise
-    # Invariant (eviction, 1): the rename is durable in both directories before anything of the
+    # Invariant 6: the rename is durable in both directories before anything of the
     # version is deleted, so after a power loss the cache is either whole under its name or gone.
     try:
         fsops.fsync_dir(root)
@@ -103,13 +103,9 @@ def delete(path: Path) -> bool:
 
 
 def remove_if_empty(d: Path) -> None:
-    try:
-        fsops.rmdir(d)
-    except OSError as e:
-        if e.errno not in (errno.ENOENT, errno.ENOTEMPTY, errno.EEXIST, errno.EBUSY):
-            raise
-        return
-    fsops.fsync_dir(d.parent)
+    """``.evicting`` (or another own folder) goes once empty, durably."""
+    if fsops.rmdir_if_empty(d):
+        fsops.fsync_dir(d.parent)
 
 
 def finish_evictions(root, name: str | None = None) -> list[str]:
@@ -126,18 +122,6 @@ def finish_evictions(root, name: str | None = None) -> list[str]:
             done.append(f"finished the eviction of {p.name}")
     remove_if_empty(d)
     return done
-
-
-def cache_of(entry: str) -> str | None:
-    """The cache a root entry belongs to (itself, ``.tmp``/``.old``/``.lock``, a lock temp
-    file), or None."""
-    if roots.is_valid_cache_name(entry):
-        return entry
-    for suf in roots.SUFFIXES:
-        if entry.endswith(suf) and roots.is_valid_cache_name(entry[:-len(suf)]):
-            return entry[:-len(suf)]
-    base, _, rest = entry.partition(".lock")
-    return base if roots.is_valid_cache_name(base) and rest.startswith((NEW_TAG, BROKEN_TAG, RELEASE_TAG)) else None
 
 
 def findings(root, name: str | None, lease_s: float) -> list[tuple[str, str, str, str]]:
@@ -192,6 +176,6 @@ def budget_finding(root, budget: int | None) -> list[tuple[str, str, str, str]]:
         return []
     return [("root_over_budget", str(root),
              f"the root holds {total} allocated bytes, over its budget of {budget} "
-             f"({usage.ENV_MAX_BYTES})",
+             f"({settings.MAX_BYTES})",
              f"python -m reuse_backend --root {root} gc (evicts the least recently used caches "
              "not in use); what is in use stays until it is released")]

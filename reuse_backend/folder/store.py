@@ -1,5 +1,5 @@
-"""The folder store's root: the operations on a location as a whole (the store interface's
-``Store``; the object store's is bucket/store.py, reuse_backend/stores.py picks one).
+"""The folder store's root: the operations on a location as a whole (interface.Store; the object
+store's is bucket/store.py, reuse_backend/stores.py picks one).
 
 Everything here was already a function of the folder store (cache.py, check.py, evict.py,
 usage.py, readers.py, namespaces.py); this class gives it the one shape both stores share, so the
@@ -10,9 +10,13 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from ..errors import CacheBusyError, NoCommittedCacheError, ReuseError
-from . import check as checking, evict, namespaces, roots, usage
-from .cache import Cache, committed_caches, default_lease_s, list_caches
+from .. import settings
+from ..errors import ReuseError
+from ..store import namespaces
+from ..store.interface import busy, no_cache
+from . import check as checking, evict, usage
+from .cache import FolderCache
+from .layout import cache_paths, committed_caches, list_caches
 
 
 class FolderStore:
@@ -25,8 +29,8 @@ class FolderStore:
     def __repr__(self) -> str:
         return f"FolderStore({self.location!r})"
 
-    def cache(self, name: str, **kw) -> Cache:
-        return Cache(self.root, name, **kw)
+    def cache(self, name: str, **kw) -> FolderCache:
+        return FolderCache(self.root, name, **kw)
 
     def names(self) -> list[str]:
         return list_caches(self.root)
@@ -39,14 +43,14 @@ class FolderStore:
 
     def in_use(self, name: str) -> str | None:
         try:
-            return evict.in_use(self.root, name, default_lease_s())
+            return evict.in_use(self.root, name, settings.lease_s())
         except OSError as e:
             return f"unknown ({e.strerror})"
 
     def describe(self, name: str) -> tuple[dict, object]:
         """(row, open snapshot or None): the row never raises for a broken cache (its error is
         in the row); the caller closes the snapshot."""
-        cache = Cache(self.root, name)
+        cache = FolderCache(self.root, name)
         current = cache.paths.current
         row = {"name": name, "committed": False, "bytes": 0, "last_used": None, "in_use": self.in_use(name)}
         if os.path.islink(current):
@@ -66,9 +70,9 @@ class FolderStore:
     def summary(self) -> dict:
         s = usage.root_summary(self.root)
         out = {"root": self.location, "store": self.kind, "bytes": s["bytes"], "free": s["free"],
-               "capacity": s["capacity"], "budget": None, "over_budget": False, "env": usage.ENV_MAX_BYTES}
+               "capacity": s["capacity"], "budget": None, "over_budget": False, "env": settings.MAX_BYTES}
         try:
-            out["budget"] = usage.budget_from_env()
+            out["budget"] = settings.max_bytes()
         except ReuseError as e:
             out["budget_error"] = e.to_dict()
         out["over_budget"] = out["budget"] is not None and s["bytes"] > out["budget"]
@@ -82,18 +86,18 @@ class FolderStore:
         return rel if not rel.startswith("..") else os.path.basename(path)
 
     def check(self, name: str, *, repair: bool = False) -> list:
-        return checking.check(self.root, name, repair=repair, lease_s=default_lease_s())
+        return checking.check(self.root, name, repair=repair, lease_s=settings.lease_s())
 
     def check_root(self, *, repair: bool = False) -> list:
-        return checking.check_root(self.root, repair=repair, lease_s=default_lease_s())
+        return checking.check_root(self.root, repair=repair, lease_s=settings.lease_s())
 
     def delete(self, name: str) -> int:
         """The cache browser's delete: the safe eviction; returns the bytes freed."""
-        current = roots.cache_paths(self.root, name).current
+        current = cache_paths(self.root, name).current
         if os.path.islink(current) or not os.path.isdir(current):
             raise no_cache(name)
         freed = usage.tree_size(current)
-        ok, why = evict.evict_cache_when_readers_leave(self.root, name, lease_s=default_lease_s())
+        ok, why = evict.evict_cache_when_readers_leave(self.root, name, lease_s=settings.lease_s())
         if not ok:
             if why == "no committed version":
                 raise no_cache(name)
@@ -101,16 +105,4 @@ class FolderStore:
         return freed
 
     def gc(self, budget: int | None, *, dry_run: bool = False):
-        return evict.enforce(self.root, budget, lease_s=default_lease_s(), dry_run=dry_run)
-
-
-def no_cache(name: str) -> NoCommittedCacheError:
-    return NoCommittedCacheError(f"cache '{name}' has no committed version", expected="a committed cache",
-                                 actual="none", fix="pick a cache from GET /seedreuse/browser")
-
-
-def busy(name: str, why: str) -> CacheBusyError:
-    return CacheBusyError(f"cache '{name}' was not deleted: it is {why}" if why.startswith(("being", "read"))
-                          else f"cache '{name}' was not deleted: {why}",
-                          expected="no live writer and no open reader", actual=why,
-                          fix="wait for that run or reader to finish, then delete again", details={"cache": name})
+        return evict.enforce(self.root, budget, lease_s=settings.lease_s(), dry_run=dry_run)

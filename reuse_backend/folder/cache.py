@@ -1,9 +1,11 @@
-"""One named cache under a root: read its committed version, begin a run, recover, clear.
+"""One named cache in a folder: the folder medium's side of the store interface (interface.Cache).
 
-Layout (see docs/ARCHITECTURE.md): ``<root>/<name>/`` is the committed version (never
-modified in place), ``<name>.tmp/<staging id>/`` the staging of each run (with its
-lease ``<staging id>.lease``), ``<name>.old/`` the previous version during the commit window only,
-``<name>.lock`` the writer lock (held for a commit's critical section only). Reading is reader.py, writing transaction.py, crash repair recovery.py.
+Layout (layout.py, docs/ARCHITECTURE.md): ``<root>/<name>/`` is the committed version (never
+modified in place), ``<name>.tmp/<staging id>/`` the staging of each run (with its run lease
+``<staging id>.lease``), ``<name>.old/`` the previous version during the commit window only,
+``<name>.lock`` the writer lock (held for a commit's critical section only). Reading is reader.py,
+the commit commit.py, crash repair recovery.py, the size budget evict.py; the engine
+(store/transaction.py, store/claim.py) does the rest over what this class gives.
 """
 from __future__ import annotations
 
@@ -12,75 +14,56 @@ import os
 import uuid
 from pathlib import Path
 
+from .. import settings
 from ..errors import CacheBusyError, CorruptCacheError, ReuseError
 from ..storage import fsops
-from . import env_settings, evict, filesystems, readers, recovery, rootdirs, roots, run_lease, single_flight
-from .lock import WRITER_LOCK, LeaseFile, stray_lock_files
-from .reader import Snapshot, VersionReader
-from .transaction import RunInfo, Transaction
+from ..store import roots
+from ..store.claim import claim as take_claim
+from ..store.lease import WRITER_LOCK, Lease
+from ..store.run_info import RunInfo
+from ..store.transaction import Transaction
+from . import commit, evict, filesystems, readers, recovery, rootdirs, run_lease
+from .claims import FolderClaims
+from .layout import cache_paths
+from .lease_files import LeaseFiles, stray_files
+from .reader import FolderSnapshot, VersionReader, carry
 
 log = logging.getLogger("seedreuse")
 
-DEFAULT_BUDGET = 64 << 30
-DEFAULT_LEASE_S = 120.0
-ENV_LEASE = "SEEDREUSE_LEASE_S"
-ENV_GROUP_WRITABLE = "SEEDREUSE_GROUP_WRITABLE"
 
+class FolderCache:
+    """interface.Cache on a folder. Invariant by invariant (docs/ARCHITECTURE.md, "Invariants"):
+    1: the staging becomes the version by renames after everything is staged and fsynced (commit.py);
+    2: a version is a directory never modified in place, read through one pinned directory fd (reader.py);
+    3: commits are serialized by the writer lock, each re-reading the current version under it (commit.py);
+    4: fenced by the run lease, the staging's identity and the writer lock, checked before every write
+       and twice in the commit; a stale run's staging is moved away before it is removed (run_lease.py);
+    5: the claim is a lease file in ``.tmp``, its entry a one-slot version beside it (claims.py);
+    6: recovery and eviction remove only what stale leases left (recovery.py, evict.py, readers.py);
+    7: names validated (store/roots.py), no symlink or FIFO opened, loads bounded (reader.py)."""
 
-def default_lease_s() -> float:
-    """The writer lease: ``SEEDREUSE_LEASE_S`` (seconds, > 0) or 120 s."""
-    return env_settings.seconds(ENV_LEASE, DEFAULT_LEASE_S)
+    staging_is_shared = True      # a fenced run's staging is the next owner's recovery's to remove
 
-
-def list_caches(root) -> list[str]:
-    """Names of the caches under ``root`` (committed, staging, previous or locked)."""
-    names = set()
-    try:
-        entries = os.listdir(root)
-    except FileNotFoundError:
-        return []
-    for e in entries:
-        base = e
-        for suf in roots.SUFFIXES:
-            if e.endswith(suf):
-                base = e[:-len(suf)]
-        if roots.is_valid_cache_name(base):   # foreign entries are not caches
-            names.add(base)
-    return sorted(names)
-
-
-def committed_caches(root) -> list[str]:
-    """Names with a committed version (a real directory, not a symlink) under ``root``."""
-    out = []
-    for name in list_caches(root):
-        p = Path(root) / name
-        if not os.path.islink(p) and os.path.isdir(p):
-            out.append(name)
-    return out
-
-
-class Cache:
-    def __init__(self, root, name: str, *, max_total_bytes: int = DEFAULT_BUDGET,
-                 lease_s: float | None = None, heartbeat_s: float | None = None):
+    def __init__(self, root, name: str, *, lease_s: float | None = None, heartbeat_s: float | None = None):
         self.name = roots.validate_cache_name(name)
         self.root = Path(root)
-        self.paths = roots.cache_paths(self.root, self.name)
-        self.max_total_bytes = int(max_total_bytes)
-        self.lease_s = float(lease_s) if lease_s is not None else default_lease_s()
+        self.paths = cache_paths(self.root, self.name)
+        self.lease_s = float(lease_s) if lease_s is not None else settings.lease_s()
         # a heartbeat well inside the lease: 10 s, or a quarter of a shorter lease
         self.heartbeat_s = float(heartbeat_s) if heartbeat_s is not None else min(10.0, self.lease_s / 4)
-        group = os.environ.get(ENV_GROUP_WRITABLE) == "1"
+        group = settings.group_writable()
         # modes before the umask: workers of one group can recover each other's leftovers
         self.dir_mode, self.file_mode = (0o775, 0o664) if group else (0o755, 0o644)
         # set by the last snapshot() that found no version because the cache was removed while
         # it was being read (a clear, delete or eviction in progress): why, for the messages
         self.gone: str | None = None
+        self.claims = FolderClaims(self)
 
     def __repr__(self) -> str:
-        return f"Cache({str(self.root)!r}, {self.name!r})"
+        return f"FolderCache({str(self.root)!r}, {self.name!r})"
 
     # ------------------------------------------------------------------ reading
-    def snapshot(self, retries: int = 20, delay: float = 0.05, *, lease: bool = True) -> Snapshot | None:
+    def snapshot(self, *, lease: bool = True) -> FolderSnapshot | None:
         """The committed version (one version, never a mix), or None when never committed
         (``gone`` then says when it was removed while being read).
 
@@ -91,8 +74,8 @@ class Cache:
         filesystems.check_root(self.root)      # cheap after the first call for this mount
         self.gone = None
         if not lease:
-            return VersionReader(self).open(retries, delay)
-        return readers.open_leased(self, lambda: VersionReader(self).open(retries, delay))
+            return VersionReader(self).open()
+        return readers.open_leased(self, lambda: VersionReader(self).open())
 
     # ------------------------------------------------------------------ writing
     def staging_parent(self) -> Path:
@@ -106,11 +89,20 @@ class Cache:
     def storage_full(self, exc: OSError, during: str):
         return evict.storage_full(self, exc, during)
 
-    def writer_lock(self, run_id: str) -> LeaseFile:
+    def writer_lock(self, run_id: str) -> Lease:
         """The writer lock of this cache (not yet acquired): held for a commit's critical
-        section, a recovery, an eviction (lock.py's lease file in the role "writer lock")."""
-        return LeaseFile(self.paths.lock, run_id, lease_s=self.lease_s, heartbeat_s=self.heartbeat_s,
-                         cache_name=self.name, role=WRITER_LOCK)
+        section, a recovery, an eviction."""
+        return Lease(LeaseFiles(file_mode=self.file_mode, cache_name=self.name), self.paths.lock, run_id,
+                     WRITER_LOCK, lease_s=self.lease_s, heartbeat_s=self.heartbeat_s, cache_name=self.name)
+
+    def carry(self, staged, fname: str, source, src: str) -> dict:
+        """A hard link from the source version's pinned directory, or a copy of its pinned file
+        when that version was removed meanwhile (reader.py)."""
+        return carry(staged, fname, source, src)
+
+    def publish(self, tx) -> str:
+        """The commit protocol of a folder (commit.py)."""
+        return commit.publish(tx)
 
     def begin(self, run: RunInfo | None = None) -> Transaction:
         """Begin a run: remove what dead runs left (never waiting for anyone), take this run's
@@ -132,8 +124,8 @@ class Cache:
         try:
             # the lease exists before the staging directory (run_lease.py's invariant); a full
             # disk: evict what the budget allows and retry once (evict.py)
-            tx.lease = self.retry_when_full(lambda: run_lease.acquire(self, tx.staging_id, run.run_id),
-                                            during="take the run lease")
+            tx.lease = run_lease.lease(self, tx.staging_id, run.run_id)
+            self.retry_when_full(tx.lease.acquire, during="take the run lease")
             try:
                 self.retry_when_full(tx.create_staging, reset=tx.remove_staging)
             except OSError as e:
@@ -148,16 +140,17 @@ class Cache:
             raise
 
     def claim(self, slot: str, digest: str, run_id: str, *, wait: float | None = None, on_wait=None):
-        """Single flight (single_flight.py): take the claim of this slot key, or wait for the run
-        that holds it to publish its encoding; a ``Claimed``."""
-        return single_flight.claim(self, slot, digest, run_id, wait=wait, on_wait=on_wait)
+        """Single flight (store/claim.py): take the claim of this slot key, or wait for the run
+        that holds it to publish its encoding; a ``Claim``."""
+        return take_claim(self, slot, digest, run_id, wait=wait, on_wait=on_wait)
 
     def _recover_locked(self) -> list[str]:
         return recovery.recover_locked(self.root, self.name, self.paths, self.lease_s)
 
     def recover(self, run_id: str | None = None) -> list[str]:
         """Recovery under the writer lock (CacheBusyError while a live writer holds it)."""
-        lock = self.writer_lock(run_id or f"recover-{uuid.uuid4().hex}").acquire()
+        lock = self.writer_lock(run_id or f"recover-{uuid.uuid4().hex}")
+        self.retry_when_full(lock.acquire, during="take the writer lock")
         try:
             return lock.broke + self._recover_locked()
         finally:
@@ -172,7 +165,7 @@ class Cache:
         the temp files of a crashed lock attempt or release and a half-deleted eviction (a listing
         of the root, a look at ``.evicting``: a run beginning looks for them, a reader does not)."""
         if not recovery.has_leftovers(self.paths) and not (
-                strays and (stray_lock_files(self.root, self.name) or os.path.lexists(rootdirs.evicting_dir(self.root)))):
+                strays and (stray_files(self.root, f"{self.name}.lock") or os.path.lexists(rootdirs.evicting_dir(self.root)))):
             return []
         try:
             done = self.recover(run_id)

@@ -1,4 +1,5 @@
-"""The size budget of a cache root and safe eviction of least recently used caches.
+"""The size budget on a folder: safe eviction of least recently used caches (the policy, which and
+in which order, is store/budget.py's).
 
 Budget: ``SEEDREUSE_MAX_BYTES`` (off by default; ``500M``, ``20G`` or plain bytes), allocated
 bytes under the whole root (usage.py: hard links once). Enforced after every successful commit
@@ -6,13 +7,8 @@ bytes under the whole root (usage.py: hard links once). Enforced after every suc
 committed), by ``python -m reuse_backend gc``, and when a write hits ENOSPC (``retry_when_full``:
 evict, then retry the failed write once).
 
-Policy: caches in order of last use (oldest first; usage.py) are evicted until the root is
-within budget. A cache is skipped, never evicted, while
-
-* a writer holds it: its writer lock is taken without waiting; a live lock or a live run
-  lease (a run staging, run_lease.py) = skip;
-* a reader holds a snapshot of it: a live reader lease (readers.py), looked up twice;
-* it is the cache being written by the run that asked (``exclude``).
+In use, on a folder (the policy skips it): its writer lock is live (taken without waiting), a run
+lease is live (a run staging, run_lease.py), or a reader lease is live (readers.py, looked up twice).
 
 Eviction of one cache (``evict_cache``), under its writer lock:
   1. recovery (a half-done commit is finished first: ``.old`` restored or removed);
@@ -25,71 +21,35 @@ A crash at any point leaves the cache either whole under its name (before the re
 the rename back) or gone (after it); a half-deleted version is only ever under ``.evicting``,
 finished by recovery of that cache, gc, or check --repair.
 
-What this does not guarantee: the budget is a target, not a quota. Between two enforcements a
-root can exceed it by whatever is written meanwhile, and caches in use are never evicted, so a
-root whose caches are all in use stays over budget (logged, reported by check and gc).
-Two hosts enforcing at once may each evict a cache where one would have been enough (each
-re-measures the root after every eviction, which bounds it to one extra per race). Writes
+What this does not guarantee (besides store/budget.py's): each eviction re-measures the root, which
+bounds two hosts enforcing at once to one extra eviction per race. Writes
 into a caller's own file (``Transaction.writing``, a video encode) are not retried on ENOSPC:
 they fail with StorageFullError (gc, or the budget at the next commit, makes the room). On a disk
 so full that not even a lock file fits, nothing can be evicted safely (every eviction takes the
 cache's writer lock); the error says so. An evictor stalled past its lease between its last lock
-check and its rename (two system calls) could still move a version out, as a stalled committer
-could still publish (transaction.py).
+check and its rename (two system calls) could still move a version out (the window of Invariant 4,
+store/interface.py).
 """
 from __future__ import annotations
 
-import errno
 import logging
 import os
 import time
 import uuid
-from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from .. import settings
 from ..errors import CacheBusyError, ReuseError, StorageFullError
-from . import readers, recovery, rootdirs, roots, run_lease, usage
-from .lock import LeaseFile, describe, lock_status, stray_lock_files
+from ..store import budget as budgets, roots
+from ..store.budget import Entry, Report
+from ..store import file_checks
+from ..store.lease import WRITER_LOCK
+from ..store.owner import describe
+from . import readers, recovery, rootdirs, run_lease, usage
+from .layout import cache_of, cache_paths
+from .lease_files import lease_file, status, stray_files
 
 log = logging.getLogger("seedreuse")
-
-
-def is_full(exc: BaseException) -> bool:
-    return isinstance(exc, OSError) and exc.errno in (errno.ENOSPC, getattr(errno, "EDQUOT", errno.ENOSPC))
-
-
-@dataclass
-class Entry:
-    name: str
-    bytes: int
-    last_used: float | None
-    action: str = "keep"            # evicted | would_evict | keep | skipped | error
-    why: str = ""
-
-
-@dataclass
-class Report:
-    root: str
-    budget: int | None
-    bytes_before: int
-    bytes_after: int
-    dry_run: bool = False
-    caches: list = field(default_factory=list)       # Entry, oldest use first
-    cleaned: list = field(default_factory=list)      # leftovers finished before the pass
-
-    @property
-    def evicted(self) -> list[str]:
-        return [e.name for e in self.caches if e.action in ("evicted", "would_evict")]
-
-    @property
-    def over_budget(self) -> bool:
-        return self.budget is not None and self.bytes_after > self.budget
-
-    def to_dict(self) -> dict:
-        return {"root": self.root, "budget": self.budget, "bytes_before": self.bytes_before,
-                "bytes_after": self.bytes_after, "dry_run": self.dry_run,
-                "over_budget": self.over_budget, "evicted": self.evicted,
-                "cleaned": self.cleaned, "caches": [asdict(e) for e in self.caches]}
 
 
 def survey(root) -> list[Entry]:
@@ -104,16 +64,16 @@ def survey(root) -> list[Entry]:
         if not roots.is_valid_cache_name(name) or os.path.islink(p) or not os.path.isdir(p):
             continue
         out.append(Entry(name, usage.tree_size(p), usage.last_used(p)))
-    out.sort(key=lambda e: (e.last_used if e.last_used is not None else 0.0, e.name))
-    return out
+    return budgets.least_recently_used(out)
 
 
 def in_use(root, name: str, lease_s: float) -> str | None:
     """Why ``name`` is in use right now (read-only look: the dry run's judgement), or None."""
-    st = lock_status(roots.cache_paths(root, name).lock, lease_s)
+    paths = cache_paths(root, name)
+    st = status(paths.lock, lease_s)
     if st["state"] == "live":
-        return f"being written by {describe(st['owner'], roots.cache_paths(root, name).lock)}"
-    runs = run_lease.live_runs(roots.cache_paths(root, name), lease_s)
+        return f"being written by {describe(st['owner'])}"
+    runs = run_lease.live_runs(paths, lease_s)
     if runs:
         return f"being written by {describe(runs[0])}"
     live = readers.live_readers(root, name, lease_s)
@@ -139,23 +99,23 @@ def _readers_why(live: list[dict]) -> KeptByReaders:
 
 def evict_cache(root, name: str, *, lease_s: float) -> tuple[bool, str]:
     """Evict one cache (see the module docstring); (True, size line) or (False, why kept)."""
-    paths = roots.cache_paths(root, name)
-    lock = LeaseFile(paths.lock, f"{readers.EVICT_RUN_PREFIX}{uuid.uuid4().hex}", lease_s=lease_s,
-                      heartbeat_s=min(10.0, lease_s / 4), cache_name=name)
+    paths = cache_paths(root, name)
+    lock = lease_file(paths.lock, f"{readers.EVICT_RUN_PREFIX}{uuid.uuid4().hex}", WRITER_LOCK, lease_s=lease_s,
+                      cache_name=name)
     try:
-        # Invariant (eviction, 2): never a cache with a live writer: the lock, without waiting.
+        # Invariant 6 (eviction): never a cache with a live writer: the lock, without waiting.
         lock.acquire()
     except CacheBusyError as e:
         return False, f"being written by {e.actual}"
     aside = None
     try:
         recovery.recover_locked(root, name, paths, lease_s)
-        # Invariant (eviction, 2): runs stage without the lock, each under its run lease: a
+        # Invariant 6 (eviction): runs stage without the lock, each under its run lease: a
         # live one keeps the cache as a writer did (its base may be this version)
         runs = run_lease.live_runs(paths, lease_s)
         if runs:
             return False, f"being written by {describe(runs[0])}"
-        # Invariant (eviction, 3): never a cache a reader registered for, at either look.
+        # Invariant 6 (eviction): never a cache a reader registered for, at either look.
         live = readers.live_readers(root, name, lease_s)
         if live:
             return False, _readers_why(live)
@@ -207,13 +167,12 @@ def recover_leftovers(root, lease_s: float) -> list[str]:
     evictor's lock, staging, ``.old``, stray lock files), each under its writer lock; a cache
     with a live writer is left to it."""
     done = []
-    names = sorted({rootdirs.cache_of(e) for e in _listdir(root)} - {None})
+    names = sorted({cache_of(e) for e in _listdir(root)} - {None})
     for name in names:
-        paths = roots.cache_paths(root, name)
-        if not (recovery.has_leftovers(paths) or stray_lock_files(root, name)):
+        paths = cache_paths(root, name)
+        if not (recovery.has_leftovers(paths) or stray_files(root, f"{name}.lock")):
             continue
-        lock = LeaseFile(paths.lock, f"recover-{uuid.uuid4().hex}", lease_s=lease_s,
-                          heartbeat_s=min(10.0, lease_s / 4), cache_name=name)
+        lock = lease_file(paths.lock, f"recover-{uuid.uuid4().hex}", WRITER_LOCK, lease_s=lease_s, cache_name=name)
         try:
             lock.acquire()
         except CacheBusyError:
@@ -234,50 +193,20 @@ def _listdir(root) -> list[str]:
         return []
 
 
-def _pass(root, budget: int | None, *, exclude, lease_s: float, dry_run: bool,
-          need_free: int = 0) -> Report:
+def _pass(root, budget: int | None, *, exclude, lease_s: float, dry_run: bool, need_free: int = 0) -> Report:
     root = Path(root)
     cleaned = [] if dry_run else (rootdirs.finish_evictions(root) + readers.remove_stale(root, None, lease_s)
                                   + recover_leftovers(root, lease_s))
     total = usage.root_size(root)
     rep = Report(str(root), budget, total, total, dry_run, [], cleaned)
 
-    def satisfied() -> bool:
-        within = budget is None or rep.bytes_after <= budget
+    def enough_free() -> bool:
         free = usage.disk_free(root)
-        return within and (need_free <= 0 or (free is not None and free[0] >= need_free))
+        return free is not None and free[0] >= need_free
 
-    for e in survey(root):
-        rep.caches.append(e)
-        if satisfied():
-            e.why = "the root is within its budget"
-            continue
-        if e.name in exclude:
-            e.why = "the cache being written by this run"
-            continue
-        over = f"least recently used; the root holds {rep.bytes_after} bytes" + \
-               (f", budget {budget}" if budget is not None else "") + \
-               (f", needs {need_free} bytes free" if need_free > 0 else "")
-        if dry_run:
-            why = in_use(root, e.name, lease_s)
-            if why:
-                e.action, e.why = "skipped", why
-            else:
-                e.action, e.why = "would_evict", over
-                rep.bytes_after -= e.bytes
-            continue
-        try:
-            ok, why = evict_cache(root, e.name, lease_s=lease_s)
-        except (OSError, ReuseError) as err:      # one cache failing never stops the pass
-            e.action, e.why = "error", str(err).splitlines()[0]
-            log.warning("seedreuse: evicting cache '%s' failed: %s", e.name, err)
-            continue
-        if ok:
-            e.action, e.why = "evicted", over
-            log.info("seedreuse: evicted cache '%s' (%s): %s", e.name, why, over)
-            rep.bytes_after = usage.root_size(root)     # re-measured: other hosts write too
-        else:
-            e.action, e.why = "skipped", why
+    budgets.make_room(rep, survey(root), exclude=exclude, in_use=lambda n: in_use(root, n, lease_s),
+                      evict=lambda n: evict_cache(root, n, lease_s=lease_s), remeasure=lambda: usage.root_size(root),
+                      need_free=enough_free if need_free > 0 else None)
     if not dry_run:
         rep.bytes_after = usage.root_size(root)
     return rep
@@ -293,7 +222,7 @@ def after_commit(cache) -> Report | None:
     """Budget enforcement after a successful commit of ``cache``. Never raises: the commit
     stands whatever happens here (a failure is logged)."""
     try:
-        budget = usage.budget_for(cache.root)     # automatic caches: always a budget
+        budget = budgets.budget_for(cache.root)     # automatic caches: always a budget
         if budget is None:
             return None
         rep = enforce(cache.root, budget, exclude={cache.name}, lease_s=cache.lease_s)
@@ -312,7 +241,7 @@ def make_room(cache, need_bytes: int) -> list[str]:
     in use, until the free space grew by ``need_bytes`` (see below) and the root is within
     budget. Names evicted."""
     try:
-        budget = usage.budget_from_env()
+        budget = settings.max_bytes()
     except ReuseError as e:
         log.warning("seedreuse: %s", e.message)
         return []
@@ -328,33 +257,17 @@ def make_room(cache, need_bytes: int) -> list[str]:
     return [e.name for e in rep.caches if e.action == "evicted"]
 
 
-def retry_when_full(cache, fn, *, need_bytes: int = 0, reset=None, during: str | None = None):
-    """``fn()``; on ENOSPC/EDQUOT evict what the budget allows and retry it once (after
-    ``reset()``, which undoes a partial first attempt). With ``during``, a final ENOSPC is
-    raised as StorageFullError; otherwise the caller's own error path reports it."""
-    try:
-        return fn()
-    except OSError as e:
-        if not is_full(e):
-            raise
-        evicted = make_room(cache, need_bytes)
-        if not evicted:
-            if during is not None:
-                raise storage_full(cache, e, during) from e
-            raise
-        log.warning("seedreuse: cache root %s was full; evicted %s and retrying once",
-                    cache.root, ", ".join(evicted))
-        if reset is not None:
-            try:
-                reset()
-            except OSError:
-                raise e from None
-    try:
-        return fn()
-    except OSError as e:
-        if during is not None and is_full(e):
-            raise storage_full(cache, e, during) from e
-        raise
+def retry_when_full(cache, fn, *, reset=None, during: str | None = None):
+    """``fn()``; on ENOSPC/EDQUOT evict what the budget allows and retry it once
+    (store/file_checks.py)."""
+    def free() -> list[str]:
+        evicted = make_room(cache, 0)
+        if evicted:
+            log.warning("seedreuse: cache root %s was full; evicted %s and retrying once", cache.root,
+                        ", ".join(evicted))
+        return evicted
+    return file_checks.retry_when_full(fn, free=free, full_error=lambda e, d: storage_full(cache, e, d),
+                                       reset=reset, during=during)
 
 
 def storage_full(cache, exc: OSError, during: str) -> StorageFullError:
@@ -364,19 +277,19 @@ def storage_full(cache, exc: OSError, during: str) -> StorageFullError:
     free = (f"{s['free']} bytes free of {s['capacity']}" if s["free"] is not None
             else "free space unknown") + f"; the root holds {s['bytes']} bytes"
     try:
-        budget = usage.budget_from_env()
+        budget = settings.max_bytes()
     except ReuseError:
         budget = None
     if budget is None:
-        free += f"; no budget ({usage.ENV_MAX_BYTES} is not set)"
-        fix = (f"set {usage.ENV_MAX_BYTES} (e.g. 80% of the disk) so least recently used caches are "
+        free += f"; no budget ({settings.MAX_BYTES} is not set)"
+        fix = (f"set {settings.MAX_BYTES} (e.g. 80% of the disk) so least recently used caches are "
                f"evicted, or free space on {cache.root} (python -m reuse_backend --root {cache.root} "
                "list shows the caches; clear NAME --yes removes one), or point SEEDREUSE_CACHE_ROOT at "
                "a larger disk, then rerun")
     else:
-        free += f"; budget {budget} bytes ({usage.ENV_MAX_BYTES})"
+        free += f"; budget {budget} bytes ({settings.MAX_BYTES})"
         fix = (f"every cache that could be evicted was (the rest is in use, or the disk is too full even "
-               f"for an eviction's lock file); lower {usage.ENV_MAX_BYTES} "
+               f"for an eviction's lock file); lower {settings.MAX_BYTES} "
                f"below the disk's free capacity, free space on {cache.root}, or point "
                "SEEDREUSE_CACHE_ROOT at a larger disk, then rerun")
     return StorageFullError(

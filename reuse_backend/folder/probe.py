@@ -29,11 +29,11 @@ import os
 import shutil
 import time
 import uuid
-from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from . import filesystems
 from ..storage import fsops
+from ..store.check import ProbeReport
+from . import filesystems
 
 # What another host must see "at once". A filesystem without client-side metadata caches answers
 # from the server (measured: 0.00-0.03 s on CephFS and GlusterFS strict, the rest is scheduling on
@@ -41,32 +41,6 @@ from ..storage import fsops
 # stock GlusterFS for ~1 s, and either was enough to serve the previous version after a commit.
 # 0.2 s separates the two with room for a busy 2-core machine; five rounds per check.
 VISIBLE_WITHIN_S = 0.2
-
-
-@dataclass
-class Check:
-    name: str
-    status: str          # ok | unsafe | note | unsupported
-    detail: str = ""
-
-
-@dataclass
-class ProbeReport:
-    root: str
-    peer: str | None
-    filesystem: str
-    checks: list[Check] = field(default_factory=list)
-
-    @property
-    def verdict(self) -> str:
-        return "unsafe" if any(c.status == "unsafe" for c in self.checks) else "safe"
-
-    def to_dict(self) -> dict:
-        return {"root": self.root, "peer": self.peer, "filesystem": self.filesystem,
-                "verdict": self.verdict, "checks": [asdict(c) for c in self.checks]}
-
-    def add(self, name: str, status: str, detail: str = "") -> None:
-        self.checks.append(Check(name, status, detail))
 
 
 def _excl(path) -> bool:

@@ -24,18 +24,11 @@ from __future__ import annotations
 
 import logging
 import os
-import re
 import stat
-from ..errors import InvalidRequestError
-from .namespaces import is_auto_root
+from ..storage import fsops
 
 log = logging.getLogger("seedreuse")
 
-ENV_MAX_BYTES = "SEEDREUSE_MAX_BYTES"
-# The budget of a namespace's automatic caches (namespaces.AUTO_DIR) when SEEDREUSE_MAX_BYTES is
-# not set: automatic caches are made for every distinct prompt without anyone naming them, so
-# they are never unbounded.
-DEFAULT_AUTO_BUDGET = 20 << 30
 # The store's own folders in a root (cache names never start with '.'): evictions being deleted
 # (rootdirs.py) and reader leases (readers.py). Evictions in progress count against the root's
 # budget (they are cache data until deleted); the lease folder does not: it is metadata of a few
@@ -45,41 +38,6 @@ DEFAULT_AUTO_BUDGET = 20 << 30
 EVICTING_DIR, READERS_DIR = ".evicting", ".readers"
 OWN_HIDDEN = (EVICTING_DIR, READERS_DIR)
 BUDGETED_HIDDEN = (EVICTING_DIR,)
-_UNITS = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40, "P": 1 << 50}
-_SIZE_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([KMGTP]?)(?:I?B)?\s*$", re.IGNORECASE)
-
-
-def parse_bytes(raw, *, what: str = ENV_MAX_BYTES) -> int:
-    """``"1048576"``, ``"500M"``, ``"20G"``, ``"1.5T"`` (K/M/G/T/P are powers of 1024; an
-    optional ``B``/``iB`` is accepted) -> bytes (> 0). InvalidRequestError otherwise."""
-    m = _SIZE_RE.match(str(raw)) if isinstance(raw, (str, int)) and not isinstance(raw, bool) else None
-    n = int(float(m.group(1)) * _UNITS[m.group(2).upper()]) if m else 0
-    if n <= 0:
-        raise InvalidRequestError(f"invalid size for {what}: {raw!r}",
-                                  expected="bytes > 0, optionally with a suffix K, M, G, T (powers of 1024)",
-                                  actual=repr(raw), fix=f"set {what} to e.g. 500M or 20G")
-    return n
-
-
-def budget_from_env() -> int | None:
-    """``SEEDREUSE_MAX_BYTES`` in bytes, or None when unset/empty (no budget: the default)."""
-    raw = os.environ.get(ENV_MAX_BYTES, "").strip()
-    return parse_bytes(raw) if raw else None
-
-
-def budget_for(root) -> int | None:
-    """The budget of one cache root: ``SEEDREUSE_MAX_BYTES``; for a folder of automatic caches
-    (``<namespace>/.auto``) that, else DEFAULT_AUTO_BUDGET."""
-    budget = budget_from_env()
-    if budget is None and is_auto_root(os.path.normpath(os.fspath(root))):
-        return DEFAULT_AUTO_BUDGET
-    return budget
-
-
-def auto_budget_source() -> tuple[int, str]:
-    """(budget of the automatic caches, where it comes from) for the startup log."""
-    budget = budget_from_env()
-    return (budget, ENV_MAX_BYTES) if budget is not None else (DEFAULT_AUTO_BUDGET, "the default for automatic caches")
 
 
 def allocated(st: os.stat_result) -> int:
@@ -146,7 +104,7 @@ def touch_version(dfd: int, name: str) -> bool:
     """Record a use of the version open at ``dfd`` (set its mtime to now). Never raises: a
     reader without the right to do so keeps the commit time as the record (logged once)."""
     try:
-        os.utime(dfd)
+        fsops.utime(name, fd=dfd)
         return True
     except OSError as e:
         if name not in _warned:          # once per cache and process: a read-only reader reads a lot

@@ -23,7 +23,7 @@ import os
 
 from ..storage import fsops
 from . import readers, rootdirs, run_lease
-from .lock import stray_lock_files
+from .lease_files import stray_files
 
 log = logging.getLogger("seedreuse")
 
@@ -43,7 +43,7 @@ def recover_locked(root, name: str, paths, lease_s: float = 120.0) -> list[str]:
         fsops.fsync_dir(root)
         done.append(f"removed leftover {paths.old.name}")
     done += run_lease.remove_dead(paths, lease_s)
-    for f in stray_lock_files(root, name):
+    for f in stray_files(root, f"{name}.lock"):
         fsops.unlink(f, missing_ok=True)
         done.append(f"removed stray lock file {f.name}")
     # a half-deleted eviction of this cache (out of the namespace already) and stale reader
