@@ -234,13 +234,13 @@ def describe_result(entry: dict, prompt: dict) -> dict:
 # ---------------------------------------------------------------------- the steps
 
 def run_step(client: Client, name: str, prompt: dict, timeout: float, summary: dict) -> int:
-    say(f"  dry run (POST /seedreuse/check):")
+    say("  dry run (POST /seedreuse/check):")
     answer = client.check(prompt)
     fails = describe_check(answer, prompt)
     step = {"check": answer}
     summary["steps"][name] = step
     if fails:
-        say(f"  not queued: the dry run predicts a failure:\n    " + "\n    ".join(first_line(f) for f in fails))
+        say("  not queued: the dry run predicts a failure:\n    " + "\n    ".join(first_line(f) for f in fails))
         step["queued"] = False
         return 2
     t0 = time.monotonic()

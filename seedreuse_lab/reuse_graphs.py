@@ -4,7 +4,7 @@ from __future__ import annotations
 from types import SimpleNamespace
 
 from . import graphs
-from .graphs import I2V, T2V, add_node, insert_between, link
+from .graphs import I2V, T2V, insert_between, link
 
 SESSION = "100"
 

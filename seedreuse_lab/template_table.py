@@ -6,7 +6,6 @@ the same values, the key mutation checker's counts, and which test ran the templ
 from __future__ import annotations
 
 import ast
-from pathlib import Path
 
 from .host import REPO_ROOT
 

@@ -16,7 +16,6 @@ On the primary host the same run also writes the per-template support table
 """
 from __future__ import annotations
 
-import json
 import os
 
 import pytest

@@ -20,7 +20,6 @@ worker and compares with the files.
 """
 from __future__ import annotations
 
-import copy
 import json
 import sys
 import uuid

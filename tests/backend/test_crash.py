@@ -16,7 +16,6 @@ import os
 import shutil
 import signal
 import subprocess
-import sys
 
 import pytest
 from tests.backend.storehelp import (REPO_ROOT, OpHook, cache_state, copy_root, entries, normalized, write_version,

@@ -25,7 +25,7 @@ from reuse_backend.folder.cache import FolderCache
 from reuse_backend.store.run_info import RunInfo
 from reuse_backend.folder import run_lease
 from reuse_backend.folder.check import check
-from tests.backend.storehelp import (REPO_ROOT, boundary_value, cache_marker, continue_stopped, result_bytes,
+from tests.backend.storehelp import (REPO_ROOT, boundary_value, continue_stopped, result_bytes,
                                      slot_value, write_version, writer_proc)
 
 LEASE_S = 1.0

@@ -4,7 +4,6 @@ as the recursive walk it replaced, for every graph that walk could describe; and
 from __future__ import annotations
 
 import random
-import time
 import uuid
 
 import pytest

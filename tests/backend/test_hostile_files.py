@@ -15,9 +15,8 @@ import time
 import pytest
 import torch
 
-from reuse_backend.errors import CacheBusyError, CorruptCacheError
+from reuse_backend.errors import CorruptCacheError
 from reuse_backend.folder.cache import FolderCache
-from reuse_backend.store.run_info import RunInfo
 from reuse_backend.folder import lease_files as lk
 from reuse_backend.folder.check import check
 from tests.backend.storehelp import cache_marker, write_version

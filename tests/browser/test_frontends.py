@@ -53,7 +53,6 @@ from urllib.parse import unquote
 import pytest
 
 from seedreuse_lab import graphs, host, reuse_graphs
-from seedreuse_lab.graphs import T2V
 from seedreuse_lab.tools import example_files
 from ._canvas import APP
 
@@ -493,7 +492,7 @@ def test_badges_beside_the_host_badges_and_consistent_during_a_run(frontend, mod
             _assert_title_readable(ui, placement, ui.js("(id) => window.__seedreuse.badgeInfo(id).lines", ENC))
         else:
             ui.js(f"() => {APP}.canvas.setDirty(true, true)")
-            ui.wait(f"(t) => (window.__badgeDraws || []).some((d) => d.text === t)", before[0], 20,
+            ui.wait("(t) => (window.__badgeDraws || []).some((d) => d.text === t)", before[0], 20,
                     "the canvas drawing our badge")
             row = ui.drawn_row()
             texts = [r["text"] for r in row]

@@ -18,7 +18,7 @@ from reuse_backend.bucket.cache import BucketCache
 from reuse_backend.errors import CacheBusyError, StorageFullError
 from tests import tier_gate
 
-from .bucket_help import NAME, Writer, commit, image_value, keys_under, read_back, stage, text_value
+from .bucket_help import NAME, Writer, commit, image_value, keys_under, read_back, text_value
 
 pytestmark = pytest.mark.hostfree
 BIG = (6 << 20) // 4            # float32 values of a 6 MiB slot: over a 5 MiB multipart threshold

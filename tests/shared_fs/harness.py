@@ -330,7 +330,6 @@ def measure_io(env: SharedFSEnv, total_mb: int = 64, repeats: int = 11, log=prin
     shutil.copytree(env.cache_root() / name, local / name)
     places = [(h.name, env.cache_root(h)) for h in env.hosts] + [("local disk", local)]
     for label, root in places:
-        d = root / name
         raw_read_fresh(root, name), _load_all(root, name)          # warm-up (and the first cross-host read)
         raw, load = [], []
         for k in range(repeats):
