@@ -11,7 +11,8 @@ installGlobals();
 const { fitRows, stackedView } = await import("../../web/seedreuse/badge_fit.js");
 const { errorSummary } = await import("../../web/seedreuse/errors.js");
 const { bindHost, state } = await import("../../web/seedreuse/core.js");
-const { badgeFor } = await import("../../web/seedreuse/badges.js");
+const badgesModule = await import("../../web/seedreuse/badges.js");
+const { badgeFor } = badgesModule;
 const { onExecutionError, noteQueued } = await import("../../web/seedreuse/run_events.js");
 const { inputLink, isInputLinked, pairWidgetWithInput } = await import("../../web/seedreuse/graph.js");
 
@@ -135,4 +136,24 @@ test("the widget the pack adds is paired with the socket of its name, and the fr
   assert.deepEqual(events, [["node:slot-label:changed", { nodeId: 3, slotType: 1 }],
     ["node:slot-links:changed", { nodeId: 3, slotType: 1, slotIndex: 0, connected: false, linkId: null }]]);
   assert.equal(pairWidgetWithInput(node, "missing"), false);
+});
+
+test("a value whose key depends on a seed or a sampler upstream says so on its badge", () => {
+  const { dependsLine } = badgesModule;
+  assert.equal(dependsLine([]), null);
+  assert.equal(dependsLine(undefined), null);
+  const seed = { node: "12", class_type: "ImpactWildcardProcessor", kind: "seed", input: "seed" };
+  const sampler = { node: "3", class_type: "KSampler", kind: "sampler", input: "" };
+  assert.equal(dependsLine([seed]), "depends on seed of node 12 (ImpactWildcardProcessor): reused only while unchanged");
+  assert.equal(dependsLine([sampler, seed]), "depends on sampler node 3 (KSampler) +1 more: reused only while unchanged");
+  // the dry run's answer puts the line under the verdict, before and after a run
+  state.running = false;
+  state.dryStale = false;
+  state.dry["k-dep"] = { kind: "encode", will: "reuse", depends_on: [seed] };
+  const b = badgeFor("k-dep");
+  assert.deepEqual(b.lines, ["will reuse", dependsLine([seed])]);
+  state.dry["k-nodep"] = { kind: "encode", will: "reuse", depends_on: [] };
+  assert.deepEqual(badgeFor("k-nodep").lines, ["will reuse"]);
+  delete state.dry["k-dep"];
+  delete state.dry["k-nodep"];
 });

@@ -9,6 +9,9 @@
 //                  failed in: "failed: why" + its "fix: ...") + a "next: ..." badge with the dry
 //                  run's prediction for the next run ("next: checking…" until the dry run after
 //                  the run has answered)
+//   always, when the value's key depends on a seed or a sampler upstream (the dry run's
+//                  `depends_on`): a "depends on ..." line naming the first (and how many more),
+//                  since such a value is reused only while that input is unchanged
 // A line says its verdict first and its reason in few words (the fields a key mismatch names
 // rather than its whole message: errors.js errorSummary), so its key words come first.
 // Each entry is a function returning an LGraphBadge (the frontend's class when it exposes
@@ -76,11 +79,26 @@ export function runText(p) {
   return String(p.action || "done");
 }
 
-function withLines(b) {
+// The line that says what a value depends on (dry_run.py `depends_on`: a seed or a sampler
+// upstream, the prompt itself); null when nothing.
+export function dependsLine(deps) {
+  if (!Array.isArray(deps) || deps.length === 0) return null;
+  const d = deps[0] || {};
+  const who = `node ${d.node} (${d.class_type})`;
+  const what = d.kind === "seed" ? `${d.input} of ${who}`
+    : d.kind === "sampler" ? `sampler ${who}`
+    : `the ${d.kind === "prompt" ? "prompt" : "workflow"} ${who} reads`;
+  const more = deps.length > 1 ? ` +${deps.length - 1} more` : "";
+  return `depends on ${what}${more}: reused only while unchanged`;
+}
+
+function withLines(b, deps) {
   const lines = [b.text];
   if (b.fix) lines.push(`fix: ${b.fix}`);
   if (b.next) lines.push(`next: ${b.next}`);
-  return { ...b, lines };
+  const dep = dependsLine(deps);
+  if (dep) lines.push(dep);
+  return { ...b, depends: dep, lines };
 }
 
 // What the badge says now. While a run of this graph is executing: "running…". Afterwards the
@@ -90,11 +108,13 @@ export function badgeFor(key) {
   if (state.running) return withLines({ text: RUNNING_TEXT, tone: "pending", source: "running" });
   const r = state.run[key];
   const d = state.dryStale ? null : dryBadge(state.dry[key]);
+  const deps = state.dryStale ? null : (state.dry[key] || {}).depends_on;
   if (r && (r.sig === null || r.sig === state.lastSig)) {
     const next = state.dryStale ? CHECKING_TEXT : d && d.text !== r.text ? d.text : null;
-    return withLines({ text: r.text, tone: r.tone, next, source: "run", error: r.error || null, fix: r.fix || null });
+    return withLines({ text: r.text, tone: r.tone, next, source: "run", error: r.error || null, fix: r.fix || null },
+      deps);
   }
-  if (d) return withLines({ ...d, source: "dry-run" });
+  if (d) return withLines({ ...d, source: "dry-run" }, deps);
   const err = state.checkError;
   if (err && !state.dryStale) {
     return withLines({ text: `check failed (${short(`${errorTitle(err)}: ${err.message}`, 50)})`, tone: "fail",
@@ -220,7 +240,7 @@ function makeBadge() {
   }
 }
 
-// The badge lines of a node: [main, "fix: ..."?, "next: ..."?] with their tones.
+// The badge lines of a node: [main, "fix: ..."?, "next: ..."?, "depends on ..."?] with their tones.
 function lineTones(b) {
   return b.lines.map((line, i) => ({
     text: line,
@@ -228,7 +248,7 @@ function lineTones(b) {
   }));
 }
 
-const SLOTS = 3; // main + fix + next
+const SLOTS = 4; // main + fix + next + depends
 
 // Adds the node's badge entries to node.badges (once, when the node is created: a Vue node
 // header takes the list it finds when the node is added to the graph).
