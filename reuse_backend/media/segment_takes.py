@@ -11,6 +11,7 @@ takes and the new take are published by one commit, so a failed request changes 
 from __future__ import annotations
 
 import logging
+import os
 from dataclasses import dataclass, field
 
 from .. import settings
@@ -149,7 +150,8 @@ def stage_tail_boundary(tx, value) -> None:
     request extends this take)."""
     path = tx.stage_path(TAIL_BOUNDARY)
     with tx.writing(f"write {TAIL_BOUNDARY}"):
-        with open(path, "wb") as f:
+        # created through the hook point, with the cache's file mode, as every staged file is
+        with os.fdopen(fsops.open_exclusive(path, tx.cache.file_mode), "wb") as f:
             serialize.dump_value(fsops.HookedWriter(f, path), value)
     tx.add_file(TAIL_BOUNDARY)
 

@@ -235,6 +235,21 @@ def test_a_crash_anywhere_in_a_take_commit_leaves_one_consistent_history(tmp_pat
     assert seen == {1, 2}
 
 
+def test_the_tail_boundary_is_created_through_the_hook_point(tmp_path):
+    """The tail boundary's file is created by the hook point's exclusive create (as every staged
+    file is), so the crash enumeration above reaches its creation too, not only its writes."""
+    cache = FolderCache(tmp_path, "c")
+    tx = cache.begin(RunInfo(run_id="tail"))
+    ops = []
+    fsops.set_hook(lambda op, path: ops.append((op, os.path.basename(path))))
+    try:
+        segment_takes.stage_tail_boundary(tx, {"motion_frames": torch.zeros((3, 4, 4, 3))})
+    finally:
+        fsops.clear_hook()
+        tx.discard()
+    assert ops[0] == ("open_exclusive", take_index.TAIL_BOUNDARY), ops
+
+
 def test_a_damaged_old_take_disables_only_that_take(tmp_path):
     """Issue 27: one damaged older take (its result file truncated) made the whole version
     unreadable, so the intact latest take failed too (from_take=0). Now only that take is
