@@ -1,10 +1,11 @@
-"""Which store serves a cache location: the folder store, or the object store for a URL.
+"""Which medium serves a cache location: a folder, or the object store for a URL; the one module
+of the pack that imports a medium.
 
-A location is what the pack passes around as a cache "root": a folder path (the folder store,
-``store/``) or ``s3://bucket/prefix`` (the object store, ``bucket/``), optionally followed by
-namespace folders (``/.users/<user>``, ``/.auto``; store/namespaces.py). Both stores give the same
-interface (docs/ARCHITECTURE.md, "The store interface"): nodes/, media/ and the CLI call the
-functions here and never know which store serves them.
+A location is what the pack passes around as a cache "root": a folder path (the folder medium,
+``folder/``) or ``s3://bucket/prefix`` (the object store, ``bucket/``), optionally followed by
+namespace folders (``/.users/<user>``, ``/.auto``; store/namespaces.py). Both media give the same
+interface (store/interface.py): nodes/, media/ and the cache tool use what the functions here
+return and never know which medium serves them.
 """
 from __future__ import annotations
 

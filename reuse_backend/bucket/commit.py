@@ -23,9 +23,8 @@ Steps, each invariant stated where it is enforced:
    is unknown the run keeps its lease until it expires (it is abandoned, never released), so a
    collection fences the number before it removes anything of this run.
 
-What this does not guarantee: a run whose lease expired but that no collection fenced (nothing
-was collected meanwhile) still publishes its own complete version (Invariant 4): nothing of it was removed,
-and readers see it or the next one, never a mix (as on the folder store).
+What this does not guarantee: Invariant 4's window (a paused writer, store/interface.py); on a
+bucket it closes once a collection fenced the run (step 2).
 """
 from __future__ import annotations
 
