@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 
+from tests.object_store import history_check
 from tests.object_store.history_check import check
 
 
@@ -32,19 +33,20 @@ CLEAN = _commit("a", 1, 2, 1.0, -1.0) + _read("r", 3, 4, 1.0, -1.0, "w1-a", "v-a
 
 BROKEN = {
     "a failed run's version is read": (_commit("a", 1, 2, 1.0, -1.0, outcome="fail")
-                                       + _read("r", 3, 4, 1.0, -1.0, "w1-a", "v-a"), "invariant 1"),
+                                       + _read("r", 3, 4, 1.0, -1.0, "w1-a", "v-a"), history_check.SUCCESSFUL_ONLY),
     "another version than its run reported": (_commit("a", 1, 2, 1.0, -1.0) + _read("r", 3, 4, 1.0, -1.0, "w1-a", "v-x"),
-                                              "invariant 1"),
+                                              history_check.SUCCESSFUL_ONLY),
     "a slot of another run": (_commit("a", 1, 2, 1.0, -1.0) + _read("r", 3, 4, 1.0, -7.0, "w1-a", "v-a"),
-                              "invariant 2"),
+                              history_check.NAMED_ONLY),
     "a missing object without a wipe": (_commit("a", 1, 2, 1.0, -1.0)
                                         + [{"t": 3, "op": "r", "kind": "read", "phase": "invoke", "actor": "r1"},
                                            {"t": 4, "op": "r", "kind": "read", "phase": "fail", "missing": True,
-                                            "message": "missing from the bucket", "actor": "r1"}], "invariant 3"),
+                                            "message": "missing from the bucket", "actor": "r1"}],
+                                        history_check.NOTHING_LOST),
     "a version from before a wipe": (_commit("a", 1, 2, 1.0, -1.0) + _reset("wipe", 3, 4)
-                                     + _read("r", 5, 6, 1.0, -1.0, "w1-a", "v-a"), "invariant 3"),
+                                     + _read("r", 5, 6, 1.0, -1.0, "w1-a", "v-a"), history_check.NOTHING_LOST),
     "a version from before a clear": (_commit("a", 1, 2, 1.0, -1.0) + _reset("clear", 3, 4)
-                                      + _read("r", 5, 6, 1.0, -1.0, "w1-a", "v-a"), "invariant 3"),
+                                      + _read("r", 5, 6, 1.0, -1.0, "w1-a", "v-a"), history_check.NOTHING_LOST),
 }
 
 

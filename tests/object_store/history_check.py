@@ -7,6 +7,11 @@ from __future__ import annotations
 
 from collections import Counter
 
+# the properties checked, by name (the numbers are the store's invariants, store/interface.py)
+SUCCESSFUL_ONLY = "only successful runs (Invariant 1)"
+NAMED_ONLY = "only named objects (Invariant 2)"
+NOTHING_LOST = "nothing lost (Invariant 6)"
+
 
 def operations(events: list[dict]) -> list[dict]:
     """Every operation with its invoke and completion (a killed actor's open one: outcome info)."""
@@ -40,27 +45,27 @@ def check(events: list[dict]) -> tuple[list[str], Counter]:
     for r in (o for o in ops.values() if o["kind"] == "read"):
         if r["outcome"] == "fail" and r.get("missing"):
             if not any(w["invoke"] <= r["done"] and w["done"] >= r["invoke"] for w in wipes):
-                bad.append(f"invariant 3: read {r['op']} failed for a missing object with no wipe during it: "
+                bad.append(f"{NOTHING_LOST}: read {r['op']} failed for a missing object with no wipe during it: "
                            f"{r['message']}")
             continue
         if r["outcome"] != "ok" or r.get("version") is None:
             continue
         w = runs.get(r["text"])
         if w is None:
-            bad.append(f"invariant 1: read {r['op']} got text {r['text']} that no run staged")
+            bad.append(f"{SUCCESSFUL_ONLY}: read {r['op']} got text {r['text']} that no run staged")
             continue
         staged = w["staged"]
         if w["outcome"] == "fail":
-            bad.append(f"invariant 1: read {r['op']} got the version of run {w['run']}, whose commit failed "
+            bad.append(f"{SUCCESSFUL_ONLY}: read {r['op']} got the version of run {w['run']}, whose commit failed "
                        f"({w.get('message')})")
         if w["outcome"] == "ok" and r["version"] != w["version"]:
-            bad.append(f"invariant 1: read {r['op']} got version {r['version']} for run {w['run']}, which "
+            bad.append(f"{SUCCESSFUL_ONLY}: read {r['op']} got version {r['version']} for run {w['run']}, which "
                        f"committed {w['version']}")
         if r["run"] != w["run"] or r["image"] != staged["image"]:
-            bad.append(f"invariant 2: read {r['op']} got text {r['text']} image {r['image']} of run {r['run']}; "
+            bad.append(f"{NAMED_ONLY}: read {r['op']} got text {r['text']} image {r['image']} of run {r['run']}; "
                        f"run {w['run']} staged image {staged['image']}")
         for x in resets:
             if x["done"] < r["invoke"] and w["outcome"] == "ok" and w["done"] < x["invoke"]:
-                bad.append(f"invariant 3: read {r['op']} got run {w['run']}'s version, committed before the "
+                bad.append(f"{NOTHING_LOST}: read {r['op']} got run {w['run']}'s version, committed before the "
                            f"{x['kind']} {x['op']} that completed before the read began")
     return bad, counts

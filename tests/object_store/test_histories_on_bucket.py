@@ -2,18 +2,20 @@
 writers, readers and a janitor (collections, ``clear``), each a process of its own
 (history_actor.py) on two simulated hosts (a local tier each, shared by that host's processes),
 with SIGKILLs of writers at random instants and a wipe of the cache's prefix, every operation
-recorded as it was invoked and completed; after each history the invariants are checked:
+recorded as it was invoked and completed; after each history these properties are checked (by
+name: the numbers are the store's invariants, store/interface.py):
 
-1. only a fully successful run is ever current: every version a reader got was staged whole by a
-   run whose commit succeeded or whose outcome is unknown (killed, or the endpoint stopped
-   answering), never by a run that failed, and it is the version that run reported;
-2. a reader never gets an object its version does not name: both slots it loaded hold the
-   markers its run staged (slot image: its own, or the one it carried from its base);
-3. no version another run depended on is lost: no read fails for a missing or replaced object
-   unless the prefix was wiped during it, and after a wipe (or a successful ``clear``) no reader
-   is served a version committed before it;
-4. no cache ends unusable: once every actor stopped and the killed runs' leases expired,
-   ``check --repair`` leaves nothing to report, and a new run commits and is read back whole.
+- only successful runs (Invariant 1): every version a reader got was staged whole by a run whose
+  commit succeeded or whose outcome is unknown (killed, or the endpoint stopped answering), never
+  by a run that failed, and it is the version that run reported;
+- only named objects (Invariant 2): a reader never gets an object its version does not name: both
+  slots it loaded hold the markers its run staged (slot image: its own, or the one it carried from
+  its base);
+- nothing lost (Invariant 6): no read fails for a missing or replaced object unless the prefix was
+  wiped during it, and after a wipe (or a successful ``clear``) no reader is served a version
+  committed before it;
+- usable at the end: once every actor stopped and the killed runs' leases expired,
+  ``check --repair`` leaves nothing to report, and a new run commits and is read back whole.
 
 Bounded and seeded: ``SEEDREUSE_HISTORY_SEED`` (default 41; each history's seed is derived from it
 and printed), ``SEEDREUSE_HISTORIES`` (3), ``SEEDREUSE_HISTORY_SECONDS`` (20 s of operations
@@ -135,14 +137,14 @@ def _final(url, name, base) -> list[str]:
     store = BucketStore(url, base / "checker")
     store.check(name, repair=True)
     left = store.check(name)
-    out = [f"invariant 4: after repair, check reports {p.code} {p.path}" for p in left]
+    out = [f"usable at the end: after repair, check reports {p.code} {p.path}" for p in left]
     try:
         _, v = commit(url, base / "final-writer", 4242, name=name)
         got = read_back(url, base / "final-reader", name=name)
         if got != (v, 4242.0):
-            out.append(f"invariant 4: the final run's version {v} read back as {got}")
+            out.append(f"usable at the end: the final run's version {v} read back as {got}")
     except Exception as e:  # noqa: BLE001 - a violation, reported with the others
-        out.append(f"invariant 4: the final run failed: {type(e).__name__}: {e}")
+        out.append(f"usable at the end: the final run failed: {type(e).__name__}: {e}")
     return out
 
 
