@@ -95,7 +95,8 @@ class PreviousResultError(ReuseError, code="previous_result"):
 
 
 class TransactionError(ReuseError, code="transaction"):
-    """The staging/commit lifecycle was used out of order or lost its lock."""
+    """The staging/commit lifecycle was used out of order, or the run was fenced (lost its run lease,
+    its staging directory or, in a folder's commit, its writer lock: docs/ARCHITECTURE.md, "Glossary")."""
 
 
 class StorageFullError(ReuseError, code="storage_full"):
