@@ -37,6 +37,9 @@ PACK_LINES = 2          # more lines a reuse node's badges may take in a Vue nod
 BADGE_LINE = 28.0       # "failed: …", "fix: …", "next: …"), each this tall
 TIMELINE_H = 162.0      # Segment Loop Start's timeline (web/seedreuse/timeline.js) with its margin
 NOTES = ("MarkdownNote", "Note")
+# what the frontend adds to a node beyond its inputs, in a Vue node: PreviewAny's text box
+# (measured on 1.49.6: 56 px beyond the rows above)
+FRONTEND_ADDED = {"PreviewAny": 2 * WIDGET_ROW}
 REUSE_PREFIXES = ("SeedReuseEncode", "SeedReuseSegmentLoopStart")
 
 
@@ -61,6 +64,7 @@ def body_height(node: dict) -> float:
     rows = max(sockets, len(node.get("outputs") or []))
     newer = 1 if node.get("type") in SAVED_SPECS else 0
     vue = PADDING + SOCKET_ROW * rows + WIDGET_ROW * (widgets + newer) + (BADGE_ROW if _is_pack(node) else FOOTER)
+    vue += FRONTEND_ADDED.get(node.get("type"), 0.0)
     if node.get("type") == "SeedReuseSegmentLoopStart":
         vue += TIMELINE_H
     grown = PACK_LINES * BADGE_LINE if _is_reuse(node) else 0.0
