@@ -46,7 +46,7 @@ for h in $HOSTS; do
     VENV=$(bash scripts/setup.sh --with-browser | tail -n 1)
     label="ComfyUI at $COMFYUI_PATH"
     [ ${#args[@]} -eq 0 ] && args=(tests)
-    run=("$VENV/bin/python" -m pytest -q -ra --durations=15 "${args[@]}")
+    run=("$VENV/bin/python" -m pytest -q -ra --durations=40 "${args[@]}")
   else
     out=$(SEEDREUSE_HOST="$h" bash scripts/setup.sh --with-browser)
     VENV=$(printf '%s\n' "$out" | tail -n 1)
@@ -57,9 +57,9 @@ for h in $HOSTS; do
       [ "$first" = 1 ] || args=(tests -m "both_hosts and not hostfree")
     fi
     if [ "$h" = 0.3.75 ]; then
-      run=(env -u COMFYUI_PATH "$VENV/bin/python" -m pytest -q -ra --durations=15 "${args[@]}")
+      run=(env -u COMFYUI_PATH "$VENV/bin/python" -m pytest -q -ra --durations=40 "${args[@]}")
     else
-      run=(env COMFYUI_PATH="$(printf '%s\n' "$out" | tail -n 2 | head -n 1)" "$VENV/bin/python" -m pytest -q -ra --durations=15 "${args[@]}")
+      run=(env COMFYUI_PATH="$(printf '%s\n' "$out" | tail -n 2 | head -n 1)" "$VENV/bin/python" -m pytest -q -ra --durations=40 "${args[@]}")
     fi
   fi
   say "=== $label: pytest ${args[*]}"
