@@ -10,7 +10,7 @@ from tests.published import copy_published
 pytestmark = pytest.mark.comfy
 
 EXPECTED = {"SeedReuseSession", "SeedReuseEncodeConditioning", "SeedReuseEncodeClipVision", "SeedReuseEncodeLatent",
-            "SeedReuseEncodeAudioFeatures", "SeedReuseEncodeImage", "SeedReuseEncodeAudio",
+            "SeedReuseEncodeAudioFeatures", "SeedReuseEncodeImage", "SeedReuseEncodeAudio", "SeedReuseEncodeText",
             "SeedReuseSegmentLoopStart", "SeedReuseBoundarySave", "SeedReuseSegmentLoopEnd", "SeedReusePrefixMerge",
             "SeedReuseSegmentPrompt"}
 
