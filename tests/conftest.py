@@ -68,7 +68,6 @@ BOTH_HOSTS = {
     "test_key_cases.py": "the key's seed, sampler and prompt-enhancer cases end to end on each host",
     "templates": "each host's own official templates and its UI -> API conversion",
     "browser": "each host's own frontend (1.32.9 on 0.3.75)",
-    "test_infinitetalk.py": "the stand-in WanInfiniteTalkToVideo on 0.3.75, the stock node on 0.33",
 }
 SMOKE_EXCLUDED = {"test_two_workers_are_deterministic_and_survive_kill"}   # minutes, not seconds
 

@@ -62,7 +62,7 @@ F, M, TOTAL, FPS = 9, 3, 27, 16.0
 S = segmod.segment_count(TOTAL, F, M)
 ENCODERS = ("text_encode", "text_loader", "clip_vision_encode", "clip_vision_loader")
 REQUESTS = int(os.environ.get("SEEDREUSE_BUCKET_SOAK_REQUESTS", "80"))
-TIME_BUDGET_S = float(os.environ.get("SEEDREUSE_BUCKET_SOAK_TIME_BUDGET", "90"))
+TIME_BUDGET_S = float(os.environ.get("SEEDREUSE_BUCKET_SOAK_TIME_BUDGET", "45"))
 SEED = int(os.environ.get("SEEDREUSE_BUCKET_SOAK_SEED", "11"))
 # the soak's mandatory phase on a bucket: every fault kind, the bucket's commit-phase kills, a resume
 SUITE_KINDS = ("fail", "interrupt", "kill:late", "kill:upload", "kill:record", "resume")
